@@ -1,0 +1,36 @@
+# Memory Portal: `make run` serves the dashboard with demo data on SQLite; `make test` runs the
+# suite (on the database of DATABASE_URL when set).
+PYTHON ?= $(shell command -v python3.12 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint migrate demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+migrate: $(STAMP)
+	$(BIN)/python manage.py migrate --noinput
+
+demo: migrate
+	$(BIN)/python manage.py memory_demo
+
+run: demo
+	DEBUG=1 $(BIN)/python manage.py runserver 127.0.0.1:8000
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+bench: $(STAMP)
+	$(BIN)/python manage.py memory_bench_writes
+
+clean:
+	rm -rf $(VENV) var staticfiles

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.projects, name="projects"),
+]

@@ -1,0 +1,96 @@
+"""Access rules: who may read or change what. Services and selectors call these; nothing
+else decides permissions."""
+
+from __future__ import annotations
+
+from .actors import Actor
+from .errors import MemoryPortalError
+from .models import Membership, MemorySetting, Project, Role
+
+
+def role_in(user, project: Project) -> str | None:
+    """The person's role in the project: `manager`, `member` or None. Superusers manage all."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return None
+    if user.is_superuser:
+        return Role.MANAGER
+    return (
+        Membership.objects.filter(user=user, project=project).values_list("role", flat=True).first()
+    )
+
+
+def project_not_found(project_ref: str) -> MemoryPortalError:
+    return MemoryPortalError(
+        "not_found",
+        f"No project {project_ref} here.",
+        hint="Check the project id; you see only projects you are a member of.",
+    )
+
+
+def require_member(actor: Actor, project: Project) -> str:
+    """A person must be a member (non-members learn nothing: not found); an agent must belong
+    to the project. Returns the person's role, or "agent"."""
+    if actor.is_agent:
+        if actor.run.project_id != project.id:
+            raise project_not_found(project.slug)
+        return "agent"
+    role = role_in(actor.user, project)
+    if role is None:
+        raise project_not_found(project.slug)
+    return role
+
+
+def require_manager(actor: Actor, project: Project) -> None:
+    if actor.is_agent:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            "Only a project manager can do this.",
+            hint="Ask a project manager.",
+        )
+    if require_member(actor, project) != Role.MANAGER:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            f"Managing memory of {project.slug} needs the manager role.",
+            hint="Ask a project manager.",
+        )
+
+
+def require_person(actor: Actor, *, code: str = "memory_forbidden", what: str = "this") -> None:
+    if not actor.is_person:
+        raise MemoryPortalError(code, f"Only a person can do {what}.")
+
+
+def require_writer(actor: Actor) -> None:
+    if not actor.can_write:
+        raise MemoryPortalError(
+            "memory_tool_forbidden",
+            "This token may only read.",
+            hint="Use a token with the write scope.",
+        )
+
+
+def check_agent_gate(actor: Actor, setting: MemorySetting, *, write: bool) -> None:
+    """The checks every agent call makes against the current state (never cached): stage
+    eligibility, the project's switch, reviewer limits and the token's scope."""
+    if not actor.is_agent:
+        if write:
+            require_writer(actor)
+        return
+    agent = actor.run.agent
+    if not agent.is_eligible:
+        raise MemoryPortalError(
+            "memory_not_eligible",
+            f"Agents of stage {agent.stage} are not offered memory.",
+        )
+    if not setting.enabled:
+        raise MemoryPortalError(
+            "memory_disabled", f"Memory is disabled for project {actor.run.project.slug}."
+        )
+    if write and agent.is_reviewer:
+        raise MemoryPortalError(
+            "memory_tool_forbidden",
+            "Reviewer agents may only search, read and check status.",
+            hint="Use memory_search, memory_read or memory_status.",
+        )
+    if write:
+        require_writer(actor)

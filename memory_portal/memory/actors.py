@@ -1,0 +1,52 @@
+"""Who is acting: a person (a Django user) or an agent (one run, bound by its token)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+    from .models import Agent, Run
+
+
+@dataclass(frozen=True)
+class Actor:
+    user: AbstractBaseUser | None = None
+    run: Run | None = None
+    can_write: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.user is None) == (self.run is None):
+            raise ValueError("An actor is either a person or an agent run, not both or neither.")
+
+    @classmethod
+    def person(cls, user: AbstractBaseUser, *, can_write: bool = True) -> Actor:
+        return cls(user=user, can_write=can_write)
+
+    @classmethod
+    def agent_run(cls, run: Run, *, can_write: bool = True) -> Actor:
+        return cls(run=run, can_write=can_write)
+
+    @property
+    def is_agent(self) -> bool:
+        return self.run is not None
+
+    @property
+    def is_person(self) -> bool:
+        return self.user is not None
+
+    @property
+    def agent(self) -> Agent | None:
+        return self.run.agent if self.run is not None else None
+
+    @property
+    def is_reviewer(self) -> bool:
+        return self.run is not None and self.run.agent.is_reviewer
+
+    @property
+    def label(self) -> str:
+        if self.user is not None:
+            return self.user.get_username()
+        return f"{self.run.agent.name} ({self.run.agent_id})"

@@ -1,0 +1,96 @@
+"""The one error hierarchy of Memory Portal: every refusal carries a SPEC §8 code, an HTTP
+status, a message and a hint saying what to do next. The API maps it to its JSON envelope once;
+the dashboard shows it as a message. Messages never quote note content, queries or secrets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    status: int
+    hint: str
+
+
+CODES: dict[str, ErrorCode] = {
+    # From the agent-memory source document.
+    "memory_text_too_long": ErrorCode(400, "Shorten it, or split it into two facts."),
+    "secret_in_memory": ErrorCode(400, "Keep secrets in a secret store, never in memory."),
+    "memory_agent_required": ErrorCode(400, "Pass agentId (or --agent) to name the agent."),
+    "memory_agent_mismatch": ErrorCode(400, "Supersede one of the same agent's memories."),
+    "memory_day_append_only": ErrorCode(400, "Append a new line to the day log instead."),
+    "memory_not_own": ErrorCode(403, "Act on your own memories."),
+    "memory_day_agent_only": ErrorCode(403, "Only an agent keeps a day log."),
+    "memory_veto_human_only": ErrorCode(403, "Ask a person to review the veto."),
+    "memory_not_found": ErrorCode(404, "Check the mem_ id."),
+    "memory_supersede_archived": ErrorCode(409, "Supersede a live memory."),
+    "memory_day_full": ErrorCode(409, "Save what matters as a fact instead."),
+    "memory_superseded": ErrorCode(409, "Edit the newer memory instead."),
+    "memory_day_exists": ErrorCode(409, "Archive the live day log of that date first."),
+    # Project memory and the portal.
+    "memory_disabled": ErrorCode(403, "Ask a project manager to enable memory."),
+    "memory_not_eligible": ErrorCode(403, "Memory tools are offered to eligible stages only."),
+    "memory_tool_forbidden": ErrorCode(403, "Use a tool this caller is allowed to use."),
+    "memory_trust_locked": ErrorCode(403, "Ask a project manager to change reviewed notes."),
+    "memory_forbidden": ErrorCode(403, "Ask a project manager to do this."),
+    "memory_write_revoked": ErrorCode(409, "Memory changed while the write was checked; retry."),
+    "memory_project_full": ErrorCode(409, "Forget or reset old notes to make room."),
+    "memory_forgotten": ErrorCode(409, "Restore the forgotten note with its recoveryId."),
+    "memory_rejected": ErrorCode(409, "A manager rejected this content; write something else."),
+    "memory_vetoed": ErrorCode(409, "A person vetoed this content; ask them to undo the veto."),
+    "memory_duplicate_active": ErrorCode(409, "Archive the live copy of this content first."),
+    "memory_run_quota": ErrorCode(429, "This run wrote its 128 notes; finish the task."),
+    "memory_call_budget": ErrorCode(429, "This run used its 512 memory calls; finish the task."),
+    "memory_payload_too_large": ErrorCode(413, "Shorten the content, summary or tags."),
+    "memory_invalid": ErrorCode(400, "Fix the named field and retry."),
+    "memory_evidence_invalid": ErrorCode(400, "Cite a regular file at the pinned revision."),
+    "memory_recovery_not_found": ErrorCode(404, "List recoveries for a valid rec_ id."),
+    "scratchpad_full": ErrorCode(409, "Clear completed items first."),
+    "scratchpad_item_not_found": ErrorCode(404, "List the scratchpad for valid itm_ ids."),
+    "auth_required": ErrorCode(401, "Send Authorization: Bearer <token>."),
+    "auth_invalid": ErrorCode(401, "Use a current token; ask for a new one if it was revoked."),
+    "not_found": ErrorCode(404, "Check the id in the URL."),
+}
+
+
+class MemoryPortalError(Exception):
+    """A refusal with a code from CODES. `field` names the offending input, when there is one;
+    `reason` gives a machine-readable cause (evidence checks, secret rules)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        hint: str | None = None,
+        field: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        if code not in CODES:
+            raise ValueError(f"Unknown error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint or CODES[code].hint
+        self.field = field
+        self.reason = reason
+
+    @property
+    def status(self) -> int:
+        return CODES[self.code].status
+
+    def as_dict(self) -> dict:
+        body: dict = {"code": self.code, "message": self.message, "hint": self.hint}
+        if self.field:
+            body["field"] = self.field
+        if self.reason:
+            body["reason"] = self.reason
+        return body
+
+    def __repr__(self) -> str:
+        return f"MemoryPortalError({self.code!r}, {self.message!r})"
+
+
+def invalid(field: str, message: str, *, hint: str | None = None) -> MemoryPortalError:
+    return MemoryPortalError("memory_invalid", message, field=field, hint=hint)

@@ -1,0 +1,474 @@
+"""The memory domain's tables: context objects, the memory setting, notes, recoveries,
+scratchpads, audit events and the per-run tool-call trace (SPEC §2)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from .ids import new_agent_id, new_item_id, new_note_id, new_recovery_id, new_run_id
+
+
+class Stage(models.TextChoices):
+    ASSESS = "assess"
+    UNDERSTAND = "understand"
+    DESIGN = "design"
+    IMPLEMENT = "implement"
+    REVIEW = "review"
+    RUNTIME = "runtime"
+
+
+class Scope(models.TextChoices):
+    PROJECT = "project"
+    APPLICATION = "application"
+    AGENT = "agent"
+
+
+class Kind(models.TextChoices):
+    FACT = "fact"
+    LESSON = "lesson"
+    DECISION = "decision"
+    NAVIGATION = "navigation"
+    DAY = "day"
+
+
+class Target(models.TextChoices):
+    LONG_TERM = "long_term"
+    DAILY = "daily"
+
+
+class Trust(models.TextChoices):
+    LEARNED = "learned"
+    REVIEWED = "reviewed"
+    REJECTED = "rejected"
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    FORGOTTEN = "forgotten"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Role(models.TextChoices):
+    MEMBER = "member"
+    MANAGER = "manager"
+
+
+# Archive reasons the product itself sets; any other reason is free text from a person or agent.
+REASON_VETOED = "vetoed"
+REASON_SUPERSEDED = "superseded"
+REASON_EXPIRED = "expired"
+
+
+class Project(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+        permissions = [("memory_manage", "Can manage project memory")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Application(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="applications")
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["project_id", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "slug"], name="application_slug_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.slug}"
+
+
+class Repository(models.Model):
+    """A git repository readable on the server (a bare or working repository's path)."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    path = models.CharField(max_length=1000)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name_plural = "repositories"
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class RepositoryLink(models.Model):
+    """An application reads a repository at one pinned commit; re-pinning is audited."""
+
+    application = models.ForeignKey(
+        Application, on_delete=models.CASCADE, related_name="repository_links"
+    )
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="links")
+    revision = models.CharField(max_length=64)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application", "repository"], name="repository_link_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.application_id}:{self.repository_id}@{self.revision[:10]}"
+
+
+class Agent(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_agent_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agents")
+    application = models.ForeignKey(
+        Application, null=True, blank=True, on_delete=models.CASCADE, related_name="agents"
+    )
+    name = models.CharField(max_length=200)
+    stage = models.CharField(max_length=20, choices=Stage.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["project_id", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+    @property
+    def is_reviewer(self) -> bool:
+        return self.stage == Stage.REVIEW or "reviewer" in self.name.lower()
+
+    @property
+    def is_eligible(self) -> bool:
+        return self.stage in settings.MEMORY_PORTAL["ELIGIBLE_STAGES"]
+
+
+class Run(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_run_id, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    application = models.ForeignKey(
+        Application, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    # Text, not a foreign key: a nested run keeps its workflow identity after the top run's row
+    # is deleted, and the quota / scratchpad / fingerprint all key on it.
+    top_level_run_id = models.CharField(max_length=40, db_index=True)
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    task_key = models.CharField(max_length=64, blank=True)
+    tool_calls = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["project", "-started_at"], name="run_project_started")]
+
+    def __str__(self) -> str:
+        return self.id
+
+    def save(self, *args, **kwargs):
+        if not self.top_level_run_id:
+            self.top_level_run_id = self.parent.top_level_run_id if self.parent else self.id
+        super().save(*args, **kwargs)
+
+
+class ApiToken(models.Model):
+    """A bearer token: `mp_<prefix>_<secret>`. Only a SHA-256 of the secret is stored; the
+    secret has 256 random bits, so a fast hash is enough (no password stretching needed)."""
+
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.CASCADE, related_name="tokens"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="memory_tokens",
+    )
+    can_write = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(run__isnull=False) & Q(user__isnull=True))
+                | (Q(run__isnull=True) & Q(user__isnull=False)),
+                name="api_token_run_xor_user",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"tok_{self.prefix}"
+
+    @property
+    def scopes(self) -> list[str]:
+        return ["read", "write"] if self.can_write else ["read"]
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project"], name="membership_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.project_id} ({self.role})"
+
+
+class MemorySetting(models.Model):
+    """One row per project; its row lock serialises every change to the project's memory."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="memory_setting")
+    enabled = models.BooleanField(default=False)
+    revocation_epoch = models.PositiveIntegerField(default=0)
+    revision = models.PositiveBigIntegerField(default=0)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_at = models.DateTimeField(null=True, blank=True)
+    last_write_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "project_memory_setting"
+
+    def __str__(self) -> str:
+        return f"memory of project {self.project_id}"
+
+
+class NoteQuerySet(models.QuerySet):
+    def live(self, now=None):
+        """Active, not expired, not rejected: what recall and agents' lists may serve."""
+        now = now or timezone.now()
+        return (
+            self.filter(status=Status.ACTIVE)
+            .exclude(trust=Trust.REJECTED)
+            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        )
+
+
+class Note(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_note_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notes")
+    application = models.ForeignKey(
+        Application, null=True, blank=True, on_delete=models.CASCADE, related_name="notes"
+    )
+    scope = models.CharField(max_length=12, choices=Scope.choices, default=Scope.PROJECT)
+    owner_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="own_notes"
+    )
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    target = models.CharField(max_length=10, choices=Target.choices, default=Target.LONG_TERM)
+    day = models.DateField(null=True, blank=True)
+    content = models.TextField()
+    summary = models.CharField(max_length=240, blank=True)
+    # Tags are kept as "|a|b|" so one `contains "|a|"` filter works on PostgreSQL and SQLite.
+    tags_text = models.CharField(max_length=400, blank=True, default="")
+    trust = models.CharField(max_length=10, choices=Trust.choices, default=Trust.LEARNED)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    archive_reason = models.CharField(max_length=500, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    vetoed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    supersedes = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Provenance, copied as text so it survives the deletion of the agent or run.
+    created_by_agent_id = models.CharField(max_length=40, blank=True)
+    created_by_stage = models.CharField(max_length=20, blank=True)
+    created_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    origin_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="notes"
+    )
+    origin_run_ref = models.CharField(max_length=40, blank=True)
+    top_level_run_id = models.CharField(max_length=40, blank=True)
+    step = models.CharField(max_length=100, blank=True)
+    task_key = models.CharField(max_length=64, blank=True)
+    # Evidence: the repository and path a writer cited, and the commit the server resolved.
+    evidence_repository = models.ForeignKey(
+        Repository, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    evidence_path = models.CharField(max_length=1000, blank=True)
+    evidence_commit = models.CharField(max_length=64, blank=True)
+    evidence_quote = models.TextField(blank=True)
+    recall_count = models.PositiveIntegerField(default=0)
+    last_recalled_at = models.DateTimeField(null=True, blank=True)
+    # Identity of the content in its place (kind, scope, target, day, owner): two active notes
+    # never share it. A day row's key is its (agent, date), so it stays put while lines append.
+    content_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = NoteQuerySet.as_manager()
+
+    class Meta:
+        db_table = "project_memory_entry"
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "status", "-created_at"], name="note_project_status"),
+            models.Index(fields=["project", "content_hash"], name="note_project_hash"),
+            models.Index(fields=["project", "top_level_run_id"], name="note_project_top_run"),
+            models.Index(fields=["owner_agent", "kind", "status"], name="note_owner_kind"),
+            models.Index(fields=["project", "trust", "created_at"], name="note_project_trust"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "content_hash"],
+                condition=Q(status="active"),
+                name="note_active_identity_unique",
+            ),
+            models.CheckConstraint(
+                condition=Q(target="daily", day__isnull=False)
+                | Q(target="long_term", day__isnull=True),
+                name="note_day_matches_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def tags(self) -> list[str]:
+        return [t for t in self.tags_text.split("|") if t]
+
+    @property
+    def is_vetoed(self) -> bool:
+        return self.status == Status.ARCHIVED and self.archive_reason == REASON_VETOED
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def producer_status(self) -> str:
+        """The origin run's status, or `unknown` once its row is gone."""
+        if self.origin_run_id is None:
+            return "unknown" if self.origin_run_ref else "none"
+        return self.origin_run.status
+
+    @property
+    def lines(self) -> list[str]:
+        return self.content.split("\n") if self.content else []
+
+
+class Recovery(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_recovery_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="recoveries")
+    note = models.OneToOneField(Note, on_delete=models.CASCADE, related_name="recovery")
+    previous_status = models.CharField(max_length=10, choices=Status.choices)
+    forgotten_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    forgotten_by_agent_id = models.CharField(max_length=40, blank=True)
+    forgotten_by_run_id = models.CharField(max_length=40, blank=True)
+    forgotten_by_top_level_run_id = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "project_memory_recovery"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class ScratchpadItem(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_item_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="scratchpad_items")
+    top_level_run_id = models.CharField(max_length=40, db_index=True)
+    text = models.CharField(max_length=1000)
+    done = models.BooleanField(default=False)
+    created_by_run_id = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "project_memory_scratchpad"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class AuditEvent(models.Model):
+    """Who did what to which note / recovery / project, and when. Never content or queries."""
+
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    project_ref = models.CharField(max_length=64, blank=True)
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True)
+    actor_agent_id = models.CharField(max_length=40, blank=True)
+    actor_run_id = models.CharField(max_length=40, blank=True)
+    action = models.CharField(max_length=64)
+    note_ref = models.CharField(max_length=40, blank=True, db_index=True)
+    recovery_ref = models.CharField(max_length=40, blank=True)
+    target_ref = models.CharField(max_length=100, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="audit_project_created"),
+            models.Index(fields=["action", "-created_at"], name="audit_action_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.note_ref or self.target_ref}"
+
+
+class ToolCallCount(models.Model):
+    """The trace of a run's tool calls: one counter per (tool, outcome code)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_call_counts")
+    tool = models.CharField(max_length=40)
+    outcome = models.CharField(max_length=40)
+    count = models.PositiveIntegerField(default=0)
+    last_called_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool", "outcome"], name="tool_call_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.tool} {self.outcome}: {self.count}"

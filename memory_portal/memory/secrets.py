@@ -1,0 +1,242 @@
+"""Secret detection for memory writes and log lines: refuse credentials, redact them in logs."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+# Every pattern below is either anchored on a literal prefix or starts only at the beginning of
+# a token (lookbehind), and every open-ended repetition is bounded or possessive, so a scan stays
+# linear even on hostile input ('a' * 100_000, 'password=' * 5000).
+
+# --- Placeholders ----------------------------------------------------------------------------
+# Values that refer to a secret instead of being one. Documentation, config templates and code
+# snippets are full of them, and refusing those would make the check useless.
+
+# The end of a placeholder word: it is the whole value, not the start of a longer literal.
+_TERM = r"""(?![^\s"'`,;:.)\]}@&])"""
+
+# Stand-ins that are obviously not the real thing: type names, status words, template filler.
+# `changeme` and friends are documented defaults, not secrets worth refusing a write over.
+_WORDS = (
+    r"(?:none|null|nil|undefined|true|false|empty|unset|required|optional|missing|expired"
+    r"|invalid|unknown|hidden|omitted|removed|rotated|revoked|provided|changed|redacted|masked"
+    r"|placeholder|example|sample|dummy|fake|test|todo|tbd|fixme|changeme|change[_-]?me"
+    r"|replace[_-]?me|password|passwd|pass|pwd|secret|token|string|str|bytes"
+    r"|your\w*|my[_-]?(?:password|secret|token|api[_-]?key))"
+)
+
+# Masks such as `********`, `xxxxxx`, `••••`, `XXXX-XXXX`.
+_MASK = r"[*x•#.-]{3,}+"
+
+# Template / environment / file references: `${DB_PASSWORD}`, `{{ vault_pw }}`, `<redacted>`,
+# `%(pw)s`, `[REDACTED:…]` (so redacted text stays clean), YAML tags like `!secret db_pw`,
+# file paths, and environment or vault lookups.
+_REF = (
+    r"(?:\$|\{|<|%|\[|!|/|~/|\./|\.\./"
+    r"|os\.|settings\.|process\.env|(?:env|environ|getenv|config|vault)\b)"
+)
+
+_PLACEHOLDER = rf"(?:{_REF}|(?:{_WORDS}|{_MASK}){_TERM})"
+
+# Characters of an unquoted value: up to whitespace, a quote or a list separator.
+_BARE = r"""[^\s"'`,;]"""
+
+# Unquoted values that are code, not literals: `settings.API_KEY`, `get_token()`,
+# `env["X"]`, and variables named after what they hold (`raw_password`, `API_KEY`,
+# `accessToken`): a literal that happens to contain such a word is rare, a variable common.
+_CODE = (
+    r"(?:[a-z_]\w*\.[a-z_]"
+    rf"|{_BARE}{{0,200}}?[(\[]"
+    r"|[a-z_]\w*?(?:(?<![a-z0-9])(?:password|passwd|pwd|secret|token|key)"
+    r"|(?-i:(?<=[a-z])(?:Password|Passwd|Pwd|Secret|Token|Key)))(?:_\w*)?"
+    r"(?![^\s\"'`,;)\]}]))"
+)
+
+# Key names that announce a credential. Any prefix is allowed (`DB_PASSWORD`, `client_secret`,
+# `x-api-key`) but the key must end with one of these, so `password_reset_ttl` or `max_tokens`
+# are not keys of this kind.
+_KEY = (
+    r"(?:pass(?:word|wd|phrase)|pwd|secret|api[_-]?key|access[_-]?key|token"
+    r"|private[_-]?key|secret[_-]?key)"
+)
+
+_CREDENTIAL_ASSIGNMENT = (
+    rf"(?<![\w.-])[\w.-]*?{_KEY}[\"']?[ \t]*(?:=>|:=|==|[:=])[ \t]*"
+    r"(?P<secret>"
+    rf"\"(?!{_PLACEHOLDER})[^\"\n]{{6,}}+\""
+    rf"|'(?!{_PLACEHOLDER})[^'\n]{{6,}}+'"
+    # A bare value followed by `=` is a type annotation (`api_key: SecretStr = Field()`).
+    rf"|(?!{_PLACEHOLDER}|{_CODE}){_BARE}{{6,}}+(?![ \t]*=)"
+    r")"
+)
+
+# A URL password is only a reference when it is a template or an obvious placeholder;
+# `%` starts percent-encoding here, so it stays a literal.
+_URL_PLACEHOLDER = rf"(?:\$|\{{|<|\[|(?:{_WORDS}|{_MASK}){_TERM})"
+
+# Real keys are random; `sk-` followed by lowercase words joined by hyphens is a slug or
+# a Kubernetes-style name (`sk-payments-eu-west-1`), so it needs a capital or no hyphen.
+_OPENAI_KEY = (
+    r"(?<![\w-])sk-(?:proj-|svcacct-|admin-)?"
+    r"(?![a-z0-9]*-[a-z0-9-]*(?![\w-]))(?=[\w-]*\d)[\w-]{20,}+"
+)
+
+RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, flags))
+    for name, pattern, flags in (
+        (
+            "private_key",
+            r"-----BEGIN (?:(?:RSA|EC|DSA|OPENSSH|PGP|ENCRYPTED|SSH2 ENCRYPTED) )?"
+            r"PRIVATE KEY(?: BLOCK)?-----"
+            # Redact the body (base64, PEM headers, JSON-escaped newlines) and the END line;
+            # possessive, so a thousand BEGIN lines without an END stay linear.
+            r"(?:[\w+/=\s\\:,.]++|-(?!----))*+"
+            r"(?:-----END [A-Z0-9 ]{0,20}PRIVATE KEY(?: BLOCK)?-----)?",
+            0,
+        ),
+        (
+            "url_credentials",
+            r"\b[a-z][a-z0-9+.-]{0,30}://[^\s:/?#@]{0,200}:"
+            rf"(?!{_URL_PLACEHOLDER})(?P<secret>[^\s/?#@]{{1,200}})@[^\s/?#@]",
+            re.IGNORECASE,
+        ),
+        ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", 0),
+        (
+            "aws_secret_key",
+            r"\baws_?secret(?:_?access)?_?key[\"']?[ \t]*(?:=>|[:=])[ \t]*[\"']?"
+            r"(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+            re.IGNORECASE,
+        ),
+        (
+            "gcp_service_account",
+            r"\"private_key_id\"\s*:\s*\"(?P<secret>[0-9a-f]{40})\""
+            r"|\"type\"\s*:\s*\"service_account\"(?=[^{}]{0,1000}?\"private_key\"\s*:)",
+            0,
+        ),
+        ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", 0),
+        (
+            "azure_storage_key",
+            r"\b(?:AccountKey|SharedAccessKey)=(?P<secret>[A-Za-z0-9+/]{40,}+={0,2})",
+            0,
+        ),
+        (
+            "github_token",
+            r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
+            0,
+        ),
+        ("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}+", 0),
+        ("slack_token", r"\b(?:xox[baprs]|xapp)-[A-Za-z0-9-]{10,}+", 0),
+        (
+            "slack_webhook",
+            r"\bhooks\.slack\.com/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,}",
+            0,
+        ),
+        ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}+", 0),
+        ("anthropic_key", r"(?<![\w-])sk-ant-[\w-]{20,}+", 0),
+        ("openai_key", _OPENAI_KEY, 0),
+        ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
+        # This project's own API tokens (tokens.py: `mp_<12 hex>_<token_urlsafe(32)>`).
+        ("memory_portal_token", r"\bmp_[0-9a-f]{12}_[\w-]{40,}+", 0),
+        (
+            "jwt",
+            r"\beyJ[\w-]{10,}+\.[\w-]{10,}+\.[\w-]{10,}+",
+            0,
+        ),
+        (
+            "bearer_header",
+            r"\bAuthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:Bearer|Basic|Token)[ \t]+"
+            rf"(?!{_URL_PLACEHOLDER})(?P<secret>[\w.~+/=-]{{8,}}+)"
+            # Outside a header, demand a token-sized value so "bearer tokens-in-prose" passes.
+            r"|(?-i:\bBearer)[ \t]+(?![a-z-]+(?![\w.~+/=]))"
+            rf"(?!{_URL_PLACEHOLDER})(?P<secret2>[\w.~+/=-]{{20,}}+)",
+            re.IGNORECASE,
+        ),
+        ("credential_assignment", _CREDENTIAL_ASSIGNMENT, re.IGNORECASE),
+    )
+)
+
+
+def find_secret(text: str) -> str | None:
+    """Return the NAME of the first rule that fires (e.g. "private_key", "aws_access_key",
+    "credential_assignment"), or None when the text looks harmless. Never returns the
+    matched text."""
+    if not text:
+        return None
+    for name, pattern in RULES:
+        if pattern.search(text):
+            return name
+    return None
+
+
+def scan_fields(fields: dict[str, str | None]) -> tuple[str, str] | None:
+    """Scan several named fields; return (field_name, rule_name) of the first hit or None.
+    None values are skipped."""
+    for field, value in fields.items():
+        if value is None:
+            continue
+        rule = find_secret(value)
+        if rule is not None:
+            return field, rule
+    return None
+
+
+def _secret_span(match: re.Match[str]) -> tuple[int, int]:
+    # Rules that capture a `secret*` group keep their context (`password=`, the URL's host)
+    # readable and redact only the value; the others redact the whole match.
+    for group in match.re.groupindex:
+        if group.startswith("secret") and match.start(group) != -1:
+            return match.span(group)
+    return match.span()
+
+
+def redact(text: str) -> str:
+    """Replace every secret-shaped span with "[REDACTED:<rule>]" and return the new text
+    (used on anything logged)."""
+    if not text:
+        return text
+    spans: list[tuple[int, int, int]] = []
+    for rank, (_, pattern) in enumerate(RULES):
+        for match in pattern.finditer(text):
+            start, end = _secret_span(match)
+            if end > start:
+                spans.append((start, end, rank))
+    if not spans:
+        return text
+    # Rules overlap (a JSON "private_key" field holding a PEM block): merge overlapping spans
+    # so no character of either survives, labelled like find_secret would (first rule wins).
+    spans.sort()
+    merged: list[list[int]] = []
+    for start, end, rank in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+            merged[-1][2] = min(merged[-1][2], rank)
+        else:
+            merged.append([start, end, rank])
+    parts: list[str] = []
+    cursor = 0
+    for start, end, rank in merged:
+        parts.append(text[cursor:start])
+        parts.append(f"[REDACTED:{RULES[rank][0]}]")
+        cursor = end
+    parts.append(text[cursor:])
+    return "".join(parts)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts record.msg (after formatting with record.args: set
+    record.msg = redact(record.getMessage()) and record.args = None). Always returns True."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            # logging's error report would print msg and args verbatim; fold them in instead.
+            message = f"{record.msg} {record.args!r}"
+        record.msg = redact(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            # Exception messages carry connection strings and headers too (a failed
+            # database connect quotes its URL); formatters reuse a pre-filled exc_text.
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True

@@ -1,0 +1,67 @@
+"""What every service shares: the setting-row lock, the revision bump and the audit row,
+all inside the caller's transaction."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..actors import Actor
+from ..models import AuditEvent, MemorySetting, Note, Project
+
+
+def lock_setting(project: Project) -> MemorySetting:
+    """Lock the project's setting row for the rest of the transaction. PostgreSQL takes a row
+    lock; SQLite runs every write transaction IMMEDIATE, so one writer holds the database."""
+    assert transaction.get_connection().in_atomic_block, "lock_setting needs a transaction"
+    setting = MemorySetting.objects.select_for_update().filter(project_id=project.pk).first()
+    if setting is None:
+        MemorySetting.objects.get_or_create(project_id=project.pk)
+        setting = MemorySetting.objects.select_for_update().get(project_id=project.pk)
+    return setting
+
+
+def bump(setting: MemorySetting, *, wrote_note: bool = False, **fields) -> None:
+    """Advance the project's memory revision (and any other setting fields) in place."""
+    setting.revision += 1
+    update = ["revision"]
+    if wrote_note:
+        setting.last_write_at = timezone.now()
+        update.append("last_write_at")
+    for name, value in fields.items():
+        setattr(setting, name, value)
+        update.append(name)
+    setting.save(update_fields=update)
+
+
+def audit(
+    *,
+    actor: Actor | None,
+    action: str,
+    project: Project | None,
+    note: Note | None = None,
+    recovery_id: str = "",
+    target: str = "",
+    details: dict | None = None,
+) -> AuditEvent:
+    """Record who did what. `details` carries ids, counts and reasons, never note content."""
+    event = AuditEvent(
+        project=project,
+        project_ref=project.slug if project is not None else "",
+        action=action,
+        note_ref=note.pk if note is not None else "",
+        recovery_ref=recovery_id,
+        target_ref=target,
+        details=details or {},
+    )
+    if actor is None:
+        event.actor_label = "system"
+    elif actor.is_person:
+        event.actor_user = actor.user
+        event.actor_label = actor.user.get_username()
+    else:
+        event.actor_agent_id = actor.run.agent_id
+        event.actor_run_id = actor.run.pk
+        event.actor_label = actor.run.agent.name
+    event.save()
+    return event

@@ -1,0 +1,809 @@
+"""Note services: write (the reliability protocol of SPEC §2.4), v1 fact saves and day logs,
+supersede and edit, review, archive / veto / undo, forget / restore, evidence re-verify."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .. import evidence as evidence_checks
+from ..access import check_agent_gate, require_manager, require_member, require_person
+from ..actors import Actor
+from ..errors import MemoryPortalError, invalid
+from ..models import (
+    REASON_EXPIRED,
+    REASON_SUPERSEDED,
+    REASON_VETOED,
+    Agent,
+    Application,
+    Kind,
+    MemorySetting,
+    Note,
+    Project,
+    Recovery,
+    RepositoryLink,
+    Scope,
+    Status,
+    Target,
+    Trust,
+)
+from ..selectors import agent_get, agent_scope_q, note_get, note_not_found, setting_get
+from ..validation import (
+    ARCHIVE_REASON_MAX,
+    CONTENT_MAX,
+    DAY_LINE_MAX,
+    DAY_ROW_MAX,
+    FACT_MAX,
+    check_no_secret,
+    check_payload_size,
+    day_row_identity,
+    normalize_tags,
+    note_identity,
+    optional_summary,
+    require_text,
+    tags_to_text,
+)
+from ._common import audit, bump, lock_setting
+
+TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
+TOOL_SCOPES = {Scope.PROJECT, Scope.APPLICATION}
+RESERVED_REASONS = {REASON_VETOED, REASON_SUPERSEDED, REASON_EXPIRED}
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    note: Note
+    created: bool
+
+
+def _today() -> date:
+    return timezone.now().date()
+
+
+# --- The write protocol ---------------------------------------------------------------------
+
+
+def _provenance(actor: Actor, note: Note, *, step: str = "") -> None:
+    if actor.is_agent:
+        run = actor.run
+        note.created_by_agent_id = run.agent_id
+        note.created_by_stage = run.agent.stage
+        note.origin_run = run
+        note.origin_run_ref = run.pk
+        note.top_level_run_id = run.top_level_run_id
+        note.task_key = run.task_key
+        note.step = step
+    else:
+        note.created_by_user = actor.user
+
+
+def _refuse_resurrection(project: Project, content_hash: str) -> Note | None:
+    """Under the lock: an identical active note is returned (idempotent write); identical content
+    that was forgotten, rejected or vetoed is refused — a write never brings it back."""
+    same = list(
+        Note.objects.filter(project=project, content_hash=content_hash).only(
+            "id", "status", "trust", "archive_reason"
+        )
+    )
+    active = next((n for n in same if n.status == Status.ACTIVE), None)
+    if active is not None and active.trust == Trust.REJECTED:
+        raise MemoryPortalError(
+            "memory_rejected", f"Identical content was rejected by a manager ({active.pk})."
+        )
+    if active is not None:
+        return active
+    if any(n.status == Status.FORGOTTEN for n in same):
+        forgotten = next(n for n in same if n.status == Status.FORGOTTEN)
+        raise MemoryPortalError(
+            "memory_forgotten", f"Identical content was forgotten ({forgotten.pk})."
+        )
+    if any(n.trust == Trust.REJECTED for n in same):
+        raise MemoryPortalError("memory_rejected", "Identical content was rejected by a manager.")
+    if any(n.is_vetoed for n in same):
+        vetoed = next(n for n in same if n.is_vetoed)
+        raise MemoryPortalError("memory_vetoed", f"Identical content was vetoed ({vetoed.pk}).")
+    return None
+
+
+def _check_caps(actor: Actor, project: Project) -> None:
+    cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
+    if Note.objects.filter(project=project).count() >= cap:
+        raise MemoryPortalError(
+            "memory_project_full", f"Project {project.slug} stores {cap} notes, its limit."
+        )
+    if actor.is_agent:
+        quota = settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"]
+        top = actor.run.top_level_run_id
+        if Note.objects.filter(project=project, top_level_run_id=top).count() >= quota:
+            raise MemoryPortalError(
+                "memory_run_quota", f"Run {top} already wrote {quota} new notes."
+            )
+
+
+def _check_epoch(setting: MemorySetting, epoch: int) -> None:
+    if setting.revocation_epoch != epoch:
+        raise MemoryPortalError(
+            "memory_write_revoked",
+            "Memory was disabled or reset while this write was being checked.",
+            hint="Check memory_status, then send the write again.",
+        )
+
+
+def _insert(
+    *,
+    actor: Actor,
+    project: Project,
+    epoch: int,
+    note: Note,
+    supersede_id: str | None = None,
+    action: str = "note.write",
+) -> WriteResult:
+    """Step 2 of the protocol, retried once when a concurrent identical insert wins the unique
+    constraint (step 3): the retry then finds that note and returns its id."""
+    for attempt in (1, 2):
+        try:
+            with transaction.atomic():
+                setting = lock_setting(project)
+                _check_epoch(setting, epoch)
+                check_agent_gate(actor, setting, write=True)
+                existing = _refuse_resurrection(project, note.content_hash)
+                old = _lock_superseded(actor, project, supersede_id) if supersede_id else None
+                if existing is not None:
+                    if old is not None:
+                        raise MemoryPortalError(
+                            "memory_duplicate_active",
+                            f"The replacement text is already live as {existing.pk}.",
+                        )
+                    return WriteResult(existing, created=False)
+                _check_caps(actor, project)
+                now = timezone.now()
+                note.created_at = note.updated_at = now
+                if old is not None:
+                    note.supersedes = old
+                note.save(force_insert=True)
+                details = {"kind": note.kind, "scope": note.scope, "target": note.target}
+                if old is not None:
+                    old.status = Status.ARCHIVED
+                    old.archive_reason = REASON_SUPERSEDED
+                    old.archived_at = now
+                    old.superseded_by = note
+                    old.updated_at = now
+                    old.save(
+                        update_fields=[
+                            "status",
+                            "archive_reason",
+                            "archived_at",
+                            "superseded_by",
+                            "updated_at",
+                        ]
+                    )
+                    details["supersedes"] = old.pk
+                bump(setting, wrote_note=True)
+                audit(actor=actor, action=action, project=project, note=note, details=details)
+                return WriteResult(note, created=True)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+            note = _fresh_copy(note)
+    raise AssertionError("unreachable")
+
+
+def _fresh_copy(note: Note) -> Note:
+    """The unsaved note again, with a new id, for the retry after a lost race."""
+    from ..ids import new_note_id
+
+    note.pk = new_note_id()
+    note._state.adding = True
+    return note
+
+
+def _lock_superseded(actor: Actor, project: Project, note_id: str) -> Note:
+    old = Note.objects.select_for_update().filter(pk=note_id, project=project).first()
+    if old is None or old.status == Status.FORGOTTEN:
+        raise note_not_found(note_id)
+    if (
+        actor.is_agent
+        and old.owner_agent_id != actor.run.agent_id
+        and (old.created_by_agent_id != actor.run.agent_id)
+    ):
+        raise MemoryPortalError(
+            "memory_agent_mismatch", f"{note_id} belongs to another agent; supersede your own."
+        )
+    if old.kind == Kind.DAY:
+        raise MemoryPortalError("memory_day_append_only", "A day log cannot be superseded.")
+    if old.status != Status.ACTIVE:
+        raise MemoryPortalError("memory_supersede_archived", f"{note_id} is archived.")
+    return old
+
+
+def _resolve_evidence(
+    *, application: Application | None, evidence: dict | None
+) -> tuple[RepositoryLink | None, evidence_checks.VerifiedEvidence | None]:
+    if evidence is None:
+        return None, None
+    if not isinstance(evidence, dict):
+        raise invalid("evidence", "evidence must be an object {repositoryId, path, quote?}.")
+    unknown = set(evidence) - {"repositoryId", "path", "quote"}
+    if unknown:
+        raise invalid(f"evidence.{sorted(unknown)[0]}", "Unknown evidence field.")
+    repo_ref = evidence.get("repositoryId")
+    path = evidence.get("path")
+    quote = evidence.get("quote")
+    if not isinstance(repo_ref, str) or not repo_ref:
+        raise invalid("evidence.repositoryId", "evidence.repositoryId is required.")
+    if not isinstance(path, str) or not path:
+        raise invalid("evidence.path", "evidence.path is required.")
+    if quote is not None and not isinstance(quote, str):
+        raise invalid("evidence.quote", "evidence.quote must be a string.")
+    if application is None:
+        raise MemoryPortalError(
+            "memory_evidence_invalid",
+            "Evidence needs an application context with linked repositories.",
+            field="evidence.repositoryId",
+            reason="repository_not_linked",
+        )
+    link = (
+        RepositoryLink.objects.filter(application=application, repository__slug=repo_ref)
+        .select_related("repository")
+        .first()
+    )
+    if link is None:
+        raise MemoryPortalError(
+            "memory_evidence_invalid",
+            f"Repository {repo_ref} is not linked to application {application.slug}.",
+            field="evidence.repositoryId",
+            reason="repository_not_linked",
+            hint="Cite a repository linked to your application.",
+        )
+    verified = evidence_checks.verify_evidence(
+        repo_path=link.repository.path, revision=link.revision, path=path, quote=quote
+    )
+    return link, verified
+
+
+def note_write(
+    *,
+    actor: Actor,
+    kind: str,
+    content: str,
+    target: str = Target.LONG_TERM,
+    scope: str = Scope.PROJECT,
+    summary: str | None = None,
+    tags: list[str] | None = None,
+    day: date | None = None,
+    evidence: dict | None = None,
+    expires_at: datetime | None = None,
+    step: str = "",
+) -> WriteResult:
+    """`memory_write`: save a learned note in the caller's project (agents, by their run)."""
+    if not actor.is_agent:
+        raise MemoryPortalError(
+            "memory_tool_forbidden", "memory_write is an agent tool; people save through v1."
+        )
+    run = actor.run
+    project = run.project
+    # 1. Validate outside any lock; remember the epoch.
+    setting = setting_get(project=project)
+    check_agent_gate(actor, setting, write=True)
+    epoch = setting.revocation_epoch
+    if kind not in TOOL_KINDS:
+        raise invalid("kind", "kind must be fact, lesson, decision or navigation.")
+    if target not in Target.values:
+        raise invalid("target", "target must be long_term or daily.")
+    if scope not in TOOL_SCOPES:
+        raise invalid("scope", "scope must be project or application.")
+    if scope == Scope.APPLICATION and run.application_id is None:
+        raise invalid("scope", "This run has no application; use scope project.")
+    if target == Target.DAILY:
+        day = day or _today()
+    elif day is not None:
+        raise invalid("date", "date applies to target daily only.")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise invalid("expiresAt", "expiresAt must be in the future.")
+    text = require_text("content", content, max_len=CONTENT_MAX)
+    summary_text = optional_summary(summary)
+    tag_list = normalize_tags(tags)
+    check_payload_size(content=text, summary=summary_text, tags=tag_list, evidence=evidence)
+    check_no_secret(
+        content=text,
+        summary=summary_text,
+        tags=" ".join(tag_list),
+        **{"evidence.quote": (evidence or {}).get("quote") if isinstance(evidence, dict) else None},
+    )
+    application = run.application if run.application_id else None
+    link, verified = _resolve_evidence(application=application, evidence=evidence)
+    note = Note(
+        project=project,
+        application=application if scope == Scope.APPLICATION else None,
+        scope=scope,
+        kind=kind,
+        target=target,
+        day=day,
+        content=text,
+        summary=summary_text,
+        tags_text=tags_to_text(tag_list),
+        expires_at=expires_at,
+    )
+    note.content_hash = note_identity(note)
+    if verified is not None:
+        note.evidence_repository = link.repository
+        note.evidence_path = verified.path
+        note.evidence_commit = verified.commit
+        note.evidence_quote = verified.quote
+    _provenance(actor, note, step=step)
+    return _insert(actor=actor, project=project, epoch=epoch, note=note)
+
+
+def fact_save(
+    *,
+    actor: Actor,
+    text: str,
+    agent_id: str | None = None,
+    expires_at: datetime | None = None,
+    supersedes: str | None = None,
+) -> WriteResult:
+    """`POST /api/v1/memories` and `memory save`: one private fact of an agent, by the agent or
+    by a person naming it. Expires in 90 days unless `expires_at` says otherwise."""
+    agent = _v1_agent(actor, agent_id)
+    project = agent.project
+    setting = setting_get(project=project)
+    check_agent_gate(actor, setting, write=True)
+    epoch = setting.revocation_epoch
+    fact = require_text("text", text, max_len=FACT_MAX, too_long_code="memory_text_too_long")
+    check_no_secret(text=fact)
+    now = timezone.now()
+    if expires_at is None:
+        expires_at = now + timedelta(days=settings.MEMORY_PORTAL["FACT_DEFAULT_EXPIRY_DAYS"])
+    elif expires_at <= now:
+        raise invalid("expiresAt", "expiresAt must be in the future.")
+    note = _agent_fact(agent, fact, expires_at)
+    _provenance(actor, note)
+    return _insert(
+        actor=actor,
+        project=project,
+        epoch=epoch,
+        note=note,
+        supersede_id=supersedes,
+        action="note.supersede" if supersedes else "note.save",
+    )
+
+
+def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
+    note = Note(
+        project=agent.project,
+        application=None,
+        scope=Scope.AGENT,
+        owner_agent=agent,
+        kind=Kind.FACT,
+        target=Target.LONG_TERM,
+        content=text,
+        expires_at=expires_at,
+    )
+    note.content_hash = note_identity(note)
+    return note
+
+
+def _v1_agent(actor: Actor, agent_id: str | None) -> Agent:
+    if actor.is_agent:
+        if agent_id and agent_id != actor.run.agent_id:
+            raise MemoryPortalError("memory_not_own", "An agent acts on its own memories only.")
+        return actor.run.agent
+    if not agent_id:
+        raise MemoryPortalError("memory_agent_required", "Name the agent this memory is for.")
+    return agent_get(actor=actor, agent_id=agent_id)
+
+
+def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:
+    """A person's edit: a new note replaces the old one, which is archived as superseded. The
+    new note keeps the old one's place (kind, scope, owner, target) and names the editor."""
+    require_person(actor, what="an edit")
+    old = note_get(actor=actor, note_id=note_id)
+    require_member(actor, old.project)
+    if old.kind == Kind.DAY:
+        raise MemoryPortalError("memory_day_append_only", "A day log cannot be edited.")
+    limit = FACT_MAX if old.scope == Scope.AGENT else CONTENT_MAX
+    code = "memory_text_too_long" if old.scope == Scope.AGENT else None
+    text = require_text("content", content, max_len=limit, too_long_code=code)
+    check_no_secret(content=text)
+    setting = setting_get(project=old.project)
+    note = Note(
+        project=old.project,
+        application=old.application,
+        scope=old.scope,
+        owner_agent=old.owner_agent,
+        kind=old.kind,
+        target=old.target,
+        day=old.day,
+        content=text,
+        summary=old.summary,
+        tags_text=old.tags_text,
+        expires_at=old.expires_at,
+    )
+    note.content_hash = note_identity(note)
+    _provenance(actor, note)
+    return _insert(
+        actor=actor,
+        project=old.project,
+        epoch=setting.revocation_epoch,
+        note=note,
+        supersede_id=old.pk,
+        action="note.edit",
+    )
+
+
+def day_append(*, actor: Actor, line: str) -> Note:
+    """`memory day`: append `HH:MM TASK-KEY line` to the agent's live day row for today (UTC),
+    creating the row with the first line."""
+    if not actor.is_agent:
+        raise MemoryPortalError("memory_day_agent_only", "Only an agent keeps a day log.")
+    run = actor.run
+    agent = run.agent
+    project = run.project
+    setting = setting_get(project=project)
+    check_agent_gate(actor, setting, write=True)
+    epoch = setting.revocation_epoch
+    text = require_text("line", line, max_len=DAY_LINE_MAX, too_long_code="memory_text_too_long")
+    if "\n" in text:
+        raise invalid("line", "A day line is one line.", hint="Send each line separately.")
+    check_no_secret(line=text)
+    now = timezone.now()
+    today = now.date()
+    stamped = " ".join(part for part in (now.strftime("%H:%M"), run.task_key, text) if part)
+    with transaction.atomic():
+        setting = lock_setting(project)
+        _check_epoch(setting, epoch)
+        check_agent_gate(actor, setting, write=True)
+        row = (
+            Note.objects.select_for_update()
+            .filter(owner_agent=agent, kind=Kind.DAY, day=today, status=Status.ACTIVE)
+            .first()
+        )
+        if row is not None:
+            content = row.content + "\n" + stamped
+            if len(content) > DAY_ROW_MAX:
+                raise MemoryPortalError(
+                    "memory_day_full", f"Today's day log would exceed {DAY_ROW_MAX} characters."
+                )
+            row.content = content
+            row.updated_at = now
+            row.save(update_fields=["content", "updated_at"])
+            action = "day.append"
+        else:
+            _check_caps(actor, project)
+            row = Note(
+                project=project,
+                scope=Scope.AGENT,
+                owner_agent=agent,
+                kind=Kind.DAY,
+                target=Target.DAILY,
+                day=today,
+                content=stamped,
+                content_hash=day_row_identity(owner_agent_id=agent.pk, day=today),
+                created_at=now,
+                updated_at=now,
+            )
+            _provenance(actor, row)
+            row.save(force_insert=True)
+            action = "day.create"
+        bump(setting, wrote_note=True)
+        audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
+    return row
+
+
+# --- Changes to an existing note ------------------------------------------------------------
+
+
+def _locked_note(actor: Actor, note_id: str) -> tuple[Note, MemorySetting]:
+    """Find the note as the actor sees it, then lock the setting row and re-read the note
+    under the lock, so every rule below judges the current state."""
+    seen = note_get(actor=actor, note_id=note_id)
+    setting = lock_setting(seen.project)
+    note = Note.objects.select_for_update().get(pk=seen.pk)
+    return note, setting
+
+
+def _require_own(actor: Actor, note: Note) -> None:
+    if actor.is_agent:
+        agent_id = actor.run.agent_id
+        if note.owner_agent_id != agent_id and note.created_by_agent_id != agent_id:
+            raise MemoryPortalError("memory_not_own", f"{note.pk} is another agent's memory.")
+
+
+def _save(note: Note, *fields: str) -> None:
+    note.updated_at = timezone.now()
+    note.save(update_fields=[*fields, "updated_at"])
+
+
+def _set_trust(*, actor: Actor, note_id: str, trust: str, action: str) -> Note:
+    with transaction.atomic():
+        note, setting = _locked_note(actor, note_id)
+        require_manager(actor, note.project)
+        if note.trust == trust:
+            return note
+        previous = note.trust
+        note.trust = trust
+        _save(note, "trust")
+        bump(setting)
+        audit(
+            actor=actor,
+            action=action,
+            project=note.project,
+            note=note,
+            details={"from": previous, "to": trust},
+        )
+    return note
+
+
+def note_approve(*, actor: Actor, note_id: str) -> Note:
+    """Mark reviewed (API word: approved). Managers only; persistence is unchanged."""
+    return _set_trust(actor=actor, note_id=note_id, trust=Trust.REVIEWED, action="note.approve")
+
+
+def note_reject(*, actor: Actor, note_id: str) -> Note:
+    """Reject: never served to agents again in lists, search or recall."""
+    return _set_trust(actor=actor, note_id=note_id, trust=Trust.REJECTED, action="note.reject")
+
+
+def note_archive(*, actor: Actor, note_id: str, reason: str) -> Note:
+    """Archive with a reason: the owning agent (its own notes) or a person."""
+    text = require_text("reason", reason, max_len=ARCHIVE_REASON_MAX)
+    if text.lower() in RESERVED_REASONS:
+        raise invalid("reason", f"The reason {text!r} is set by Memory Portal itself.")
+    check_no_secret(reason=text)
+    with transaction.atomic():
+        note, setting = _locked_note(actor, note_id)
+        check_agent_gate(actor, setting, write=True)
+        _require_own(actor, note)
+        if note.status == Status.FORGOTTEN:
+            raise invalid("id", f"{note.pk} is forgotten; restore it first.")
+        if note.status == Status.ARCHIVED:
+            return note
+        note.status = Status.ARCHIVED
+        note.archive_reason = text
+        note.archived_at = timezone.now()
+        _save(note, "status", "archive_reason", "archived_at")
+        bump(setting)
+        audit(actor=actor, action="note.archive", project=note.project, note=note)
+    return note
+
+
+def _unarchive(*, actor: Actor, note_id: str, action: str) -> Note:
+    with transaction.atomic():
+        note, setting = _locked_note(actor, note_id)
+        check_agent_gate(actor, setting, write=True)
+        _require_own(actor, note)
+        if note.status == Status.ACTIVE:
+            return note
+        if note.status == Status.FORGOTTEN:
+            raise invalid("id", f"{note.pk} is forgotten; restore it with its recoveryId.")
+        if note.superseded_by_id or note.archive_reason == REASON_SUPERSEDED:
+            raise MemoryPortalError(
+                "memory_superseded",
+                f"{note.pk} was replaced by {note.superseded_by_id or 'a newer memory'}.",
+            )
+        if note.is_vetoed and actor.is_agent:
+            raise MemoryPortalError(
+                "memory_veto_human_only", f"{note.pk} was vetoed; only a person can undo that."
+            )
+        _check_unique_live(note)
+        was_vetoed = note.is_vetoed
+        note.status = Status.ACTIVE
+        note.archive_reason = ""
+        note.archived_at = None
+        note.vetoed_by = None
+        _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
+        bump(setting)
+        audit(
+            actor=actor,
+            action=action,
+            project=note.project,
+            note=note,
+            details={"was_vetoed": was_vetoed},
+        )
+    return note
+
+
+def _check_unique_live(note: Note) -> None:
+    twin = (
+        Note.objects.filter(
+            project_id=note.project_id, content_hash=note.content_hash, status=Status.ACTIVE
+        )
+        .exclude(pk=note.pk)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if twin is None:
+        return
+    if note.kind == Kind.DAY:
+        raise MemoryPortalError(
+            "memory_day_exists", f"The day log of {note.day} is already live ({twin})."
+        )
+    raise MemoryPortalError(
+        "memory_duplicate_active", f"The same content is already live as {twin}."
+    )
+
+
+def note_unarchive(*, actor: Actor, note_id: str) -> Note:
+    """Bring an archived note back: never a superseded one; a vetoed one only by a person."""
+    return _unarchive(actor=actor, note_id=note_id, action="note.unarchive")
+
+
+def note_veto(*, actor: Actor, note_id: str) -> Note:
+    """A person's one-click veto: archive with reason `vetoed`, recording who."""
+    require_person(actor, code="memory_veto_human_only", what="a veto")
+    with transaction.atomic():
+        note, setting = _locked_note(actor, note_id)
+        if note.is_vetoed:
+            return note
+        if note.status != Status.ACTIVE:
+            raise invalid(
+                "id", f"{note.pk} is not live ({note.status}); only live notes are vetoed."
+            )
+        note.status = Status.ARCHIVED
+        note.archive_reason = REASON_VETOED
+        note.archived_at = timezone.now()
+        note.vetoed_by = actor.user
+        _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
+        bump(setting)
+        audit(actor=actor, action="note.veto", project=note.project, note=note)
+    return note
+
+
+def note_undo(*, actor: Actor, note_id: str) -> Note:
+    """Undo a veto (or any archive) — a person's unarchive."""
+    require_person(actor, code="memory_veto_human_only", what="an undo")
+    return _unarchive(actor=actor, note_id=note_id, action="note.undo")
+
+
+def note_forget(*, actor: Actor, note_id: str) -> Recovery:
+    """Hide a note and keep a recovery record. Agents forget learned notes in their reach;
+    managers forget any note."""
+    with transaction.atomic():
+        note, setting = _locked_note(actor, note_id)
+        if actor.is_agent:
+            check_agent_gate(actor, setting, write=True)
+            if note.status != Status.ACTIVE:
+                raise note_not_found(note_id)
+            if note.trust != Trust.LEARNED:
+                raise MemoryPortalError(
+                    "memory_trust_locked", f"{note.pk} is {note.trust}; an agent cannot forget it."
+                )
+        else:
+            require_manager(actor, note.project)
+            if note.status == Status.FORGOTTEN:
+                return note.recovery
+        recovery = Recovery(
+            project_id=note.project_id,
+            note=note,
+            previous_status=note.status,
+        )
+        if actor.is_agent:
+            recovery.forgotten_by_agent_id = actor.run.agent_id
+            recovery.forgotten_by_run_id = actor.run.pk
+            recovery.forgotten_by_top_level_run_id = actor.run.top_level_run_id
+        else:
+            recovery.forgotten_by_user = actor.user
+        recovery.save(force_insert=True)
+        note.status = Status.FORGOTTEN
+        _save(note, "status")
+        bump(setting)
+        audit(
+            actor=actor,
+            action="note.forget",
+            project=note.project,
+            note=note,
+            recovery_id=recovery.pk,
+        )
+    return recovery
+
+
+def note_restore(*, actor: Actor, recovery_id: str) -> Note:
+    """Bring a forgotten note back to the status it had, trust unchanged; the recovery record
+    is consumed."""
+    not_found = MemoryPortalError(
+        "memory_recovery_not_found", f"No recovery {recovery_id} you can restore."
+    )
+    with transaction.atomic():
+        recovery = Recovery.objects.select_related("note", "project").filter(pk=recovery_id).first()
+        if recovery is None:
+            raise not_found
+        project = recovery.project
+        if actor.is_agent:
+            run = actor.run
+            in_reach = Note.objects.filter(
+                agent_scope_q(run), pk=recovery.note_id, trust=Trust.LEARNED
+            ).exists()
+            if run.project_id != project.pk or not in_reach:
+                raise not_found
+        else:
+            from ..access import role_in
+
+            if role_in(actor.user, project) is None:
+                raise not_found
+            require_manager(actor, project)
+        setting = lock_setting(project)
+        if actor.is_agent:
+            check_agent_gate(actor, setting, write=True)
+        recovery = Recovery.objects.select_for_update().filter(pk=recovery_id).first()
+        if recovery is None:
+            raise not_found
+        note = Note.objects.select_for_update().get(pk=recovery.note_id)
+        if recovery.previous_status == Status.ACTIVE:
+            _check_unique_live(note)
+        note.status = recovery.previous_status
+        _save(note, "status")
+        recovery.delete()
+        bump(setting)
+        audit(
+            actor=actor,
+            action="note.restore",
+            project=project,
+            note=note,
+            recovery_id=recovery_id,
+            details={"status": note.status},
+        )
+    return note
+
+
+def note_reverify(*, actor: Actor, note_id: str) -> Note:
+    """Re-bind a stale evidence-bound note to the current pinned revision when its file (and
+    quote) still match there."""
+    require_person(actor, what="a re-verify")
+    note = note_get(actor=actor, note_id=note_id)
+    require_member(actor, note.project)
+    if not note.evidence_commit or note.evidence_repository_id is None:
+        raise MemoryPortalError(
+            "memory_evidence_invalid",
+            f"{note.pk} has no evidence to re-verify.",
+            reason="no_evidence",
+        )
+    links = RepositoryLink.objects.filter(
+        application__project_id=note.project_id, repository_id=note.evidence_repository_id
+    ).select_related("repository")
+    if note.application_id:
+        links = links.filter(application_id=note.application_id)
+    link = links.order_by("-updated_at").first()
+    if link is None:
+        raise MemoryPortalError(
+            "memory_evidence_invalid",
+            "The evidence repository is no longer linked in this project.",
+            reason="repository_not_linked",
+        )
+    verified = evidence_checks.verify_evidence(
+        repo_path=link.repository.path,
+        revision=link.revision,
+        path=note.evidence_path,
+        quote=note.evidence_quote or None,
+    )
+    with transaction.atomic():
+        setting = lock_setting(note.project)
+        note = Note.objects.select_for_update().get(pk=note.pk)
+        if note.evidence_commit == verified.commit:
+            return note
+        previous = note.evidence_commit
+        note.evidence_commit = verified.commit
+        _save(note, "evidence_commit")
+        bump(setting)
+        audit(
+            actor=actor,
+            action="note.reverify",
+            project=note.project,
+            note=note,
+            details={"from": previous, "to": verified.commit},
+        )
+    return note
+
+
+def notes_mark_recalled(*, project: Project, note_ids: list[str]) -> int:
+    """Count a recall pick: bumps recall_count and last_recalled_at. Not a memory change, so
+    the revision and fingerprint stay."""
+    if not note_ids:
+        return 0
+    return Note.objects.filter(project=project, pk__in=note_ids).update(
+        recall_count=F("recall_count") + 1, last_recalled_at=timezone.now()
+    )

@@ -1,0 +1,293 @@
+"""Context services: projects, applications, repositories and their pinned links, agents,
+runs, memberships and API tokens."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from .. import evidence as evidence_checks
+from .. import tokens
+from ..access import require_manager, require_member, require_person
+from ..actors import Actor
+from ..errors import MemoryPortalError, invalid
+from ..models import (
+    Agent,
+    ApiToken,
+    Application,
+    Membership,
+    MemorySetting,
+    Project,
+    Repository,
+    RepositoryLink,
+    Role,
+    Run,
+    RunStatus,
+    ScratchpadItem,
+    Stage,
+)
+from ._common import audit, bump, lock_setting
+
+
+def _require_superuser(actor: Actor, what: str) -> None:
+    if not (actor.is_person and actor.user.is_superuser):
+        raise MemoryPortalError("memory_forbidden", f"Only an administrator can {what}.")
+
+
+def _slug(field: str, value: object) -> str:
+    from django.core.exceptions import ValidationError
+    from django.core.validators import validate_slug
+
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise invalid(field, f"{field} must be a slug of 1–64 characters.")
+    try:
+        validate_slug(value)
+    except ValidationError as exc:
+        raise invalid(field, f"{field} may hold letters, digits, - and _ only.") from exc
+    return value
+
+
+def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
+    """A project and its memory setting row (memory off). Administrators only; `actor=None` is
+    the system (management commands)."""
+    if actor is not None:
+        _require_superuser(actor, "create projects")
+    slug = _slug("id", slug)
+    if Project.objects.filter(slug=slug).exists():
+        raise invalid("id", f"Project {slug} already exists.")
+    with transaction.atomic():
+        project = Project.objects.create(slug=slug, name=name or slug)
+        MemorySetting.objects.create(project=project)
+        audit(actor=actor, action="project.create", project=project)
+    return project
+
+
+def membership_set(*, actor: Actor | None, project: Project, user, role: str) -> Membership:
+    if actor is not None:
+        require_manager(actor, project)
+    if role not in Role.values:
+        raise invalid("role", "role must be member or manager.")
+    with transaction.atomic():
+        membership, _ = Membership.objects.update_or_create(
+            user=user, project=project, defaults={"role": role}
+        )
+        audit(
+            actor=actor,
+            action="membership.set",
+            project=project,
+            target=user.get_username(),
+            details={"role": role},
+        )
+    return membership
+
+
+def application_create(
+    *, actor: Actor | None, project: Project, slug: str, name: str
+) -> Application:
+    if actor is not None:
+        require_manager(actor, project)
+    slug = _slug("id", slug)
+    if Application.objects.filter(project=project, slug=slug).exists():
+        raise invalid("id", f"Application {slug} already exists in {project.slug}.")
+    with transaction.atomic():
+        application = Application.objects.create(project=project, slug=slug, name=name or slug)
+        audit(actor=actor, action="application.create", project=project, target=slug)
+    return application
+
+
+def repository_create(*, actor: Actor | None, slug: str, path: str) -> Repository:
+    """Register a git repository readable on this server (administrators only)."""
+    if actor is not None:
+        _require_superuser(actor, "register repositories")
+    slug = _slug("id", slug)
+    if Repository.objects.filter(slug=slug).exists():
+        raise invalid("id", f"Repository {slug} already exists.")
+    evidence_checks.resolve_commit(repo_path=path, revision="HEAD")
+    with transaction.atomic():
+        repository = Repository.objects.create(slug=slug, path=path)
+        audit(actor=actor, action="repository.create", project=None, target=slug)
+    return repository
+
+
+def repository_link_set(
+    *, actor: Actor | None, application: Application, repository: Repository, revision: str
+) -> RepositoryLink:
+    """Link (or re-pin) a repository for an application at a commit; the server resolves the
+    revision to a full SHA. Audited: it changes which evidence-bound notes agents may read."""
+    project = application.project
+    if actor is not None:
+        require_manager(actor, project)
+    commit = evidence_checks.resolve_commit(repo_path=repository.path, revision=revision)
+    with transaction.atomic():
+        setting = lock_setting(project)
+        link = RepositoryLink.objects.filter(application=application, repository=repository).first()
+        previous = link.revision if link else ""
+        if link is None:
+            link = RepositoryLink.objects.create(
+                application=application, repository=repository, revision=commit
+            )
+        elif link.revision != commit:
+            link.revision = commit
+            link.updated_at = timezone.now()
+            link.save(update_fields=["revision", "updated_at"])
+        else:
+            return link
+        bump(setting)
+        audit(
+            actor=actor,
+            action="repository.link",
+            project=project,
+            target=f"{application.slug}:{repository.slug}",
+            details={"from": previous, "to": commit},
+        )
+    return link
+
+
+def agent_create(
+    *,
+    actor: Actor | None,
+    project: Project,
+    name: str,
+    stage: str,
+    application: Application | None = None,
+) -> Agent:
+    if actor is not None:
+        require_manager(actor, project)
+    if stage not in Stage.values:
+        raise invalid("stage", f"stage must be one of {', '.join(Stage.values)}.")
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise invalid("name", "name must be 1–200 characters.")
+    if application is not None and application.project_id != project.pk:
+        raise invalid("applicationId", "The application belongs to another project.")
+    with transaction.atomic():
+        agent = Agent.objects.create(
+            project=project, application=application, name=name.strip(), stage=stage
+        )
+        audit(actor=actor, action="agent.create", project=project, target=agent.pk)
+    return agent
+
+
+def run_create(
+    *,
+    actor: Actor | None,
+    agent: Agent,
+    parent: Run | None = None,
+    task_key: str = "",
+) -> Run:
+    """Start a run of an agent (the orchestrator does this); a nested run shares its parent's
+    top-level run and so its scratchpad and note quota."""
+    if actor is not None:
+        require_manager(actor, agent.project)
+    if parent is not None and parent.project_id != agent.project_id:
+        raise invalid("parentRunId", "The parent run belongs to another project.")
+    if len(task_key) > 64:
+        raise invalid("taskKey", "taskKey holds at most 64 characters.")
+    with transaction.atomic():
+        run = Run(
+            agent=agent,
+            project_id=agent.project_id,
+            application_id=agent.application_id,
+            parent=parent,
+            task_key=task_key,
+        )
+        run.save(force_insert=True)
+        audit(actor=actor, action="run.create", project=agent.project, target=run.pk)
+    return run
+
+
+def run_finish(*, actor: Actor | None, run: Run, status: str) -> Run:
+    if actor is not None:
+        require_manager(actor, run.project)
+    if status not in RunStatus.values:
+        raise invalid("status", "status must be running, succeeded or failed.")
+    with transaction.atomic():
+        setting = lock_setting(run.project)
+        run.status = status
+        run.finished_at = None if status == RunStatus.RUNNING else timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+        bump(setting)  # producer status is visible on every note the run wrote
+        audit(
+            actor=actor,
+            action="run.status",
+            project=run.project,
+            target=run.pk,
+            details={"status": status},
+        )
+    return run
+
+
+def run_delete(*, actor: Actor | None, run: Run) -> dict[str, int]:
+    """Delete a run: its scratchpad (when it is a top-level run) goes, live references are
+    cleared; notes keep the stage, agent and run id as text (producer status `unknown`)."""
+    if actor is not None:
+        require_manager(actor, run.project)
+    project = run.project
+    run_id = run.pk
+    with transaction.atomic():
+        setting = lock_setting(project)
+        items = 0
+        if run.top_level_run_id == run_id:
+            items = ScratchpadItem.objects.filter(top_level_run_id=run_id).delete()[0]
+        run.delete()
+        bump(setting)
+        audit(
+            actor=actor,
+            action="run.delete",
+            project=project,
+            target=run_id,
+            details={"scratchpad_items": items},
+        )
+    return {"scratchpad_items": items}
+
+
+def token_create(
+    *,
+    actor: Actor | None,
+    run: Run | None = None,
+    user=None,
+    can_write: bool = True,
+) -> tuple[ApiToken, str]:
+    """Mint a token for a run (an agent caller) or a user (a person). The plaintext is returned
+    once and never stored."""
+    if (run is None) == (user is None):
+        raise ValueError("A token is bound to a run or to a user.")
+    if actor is not None:
+        if run is not None:
+            require_manager(actor, run.project)
+        else:
+            require_person(actor, what="minting a person's token")
+            if actor.user.pk != user.pk and not actor.user.is_superuser:
+                raise MemoryPortalError("memory_forbidden", "Mint tokens for yourself only.")
+    if user is not None and not isinstance(user, get_user_model()):
+        raise ValueError("user must be a user")
+    plaintext, prefix, secret_hash = tokens.generate()
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            prefix=prefix, secret_hash=secret_hash, run=run, user=user, can_write=can_write
+        )
+        project = run.project if run is not None else None
+        audit(
+            actor=actor,
+            action="token.create",
+            project=project,
+            target=f"tok_{prefix}",
+            details={"scopes": token.scopes, "run": run.pk if run else ""},
+        )
+    return token, plaintext
+
+
+def token_revoke(*, actor: Actor | None, token: ApiToken) -> ApiToken:
+    if actor is not None and token.run is not None:
+        require_member(actor, token.run.project)
+        require_manager(actor, token.run.project)
+    with transaction.atomic():
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit(
+            actor=actor,
+            action="token.revoke",
+            project=token.run.project if token.run_id else None,
+            target=f"tok_{token.prefix}",
+        )
+    return token

@@ -1,0 +1,101 @@
+"""Scratchpad services: a top-level run's shared to-do list (SPEC §2.6)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..access import check_agent_gate
+from ..actors import Actor
+from ..errors import MemoryPortalError, invalid
+from ..models import ScratchpadItem
+from ..validation import SCRATCHPAD_TEXT_MAX, check_no_secret, require_text
+from ._common import audit, bump, lock_setting
+
+SCRATCHPAD_MAX_ITEMS = 100
+
+
+def _agent_only(actor: Actor) -> None:
+    if not actor.is_agent:
+        raise MemoryPortalError("memory_tool_forbidden", "The scratchpad belongs to agent runs.")
+
+
+def scratchpad_add(*, actor: Actor, text: str) -> ScratchpadItem:
+    _agent_only(actor)
+    run = actor.run
+    body = require_text("text", text, max_len=SCRATCHPAD_TEXT_MAX)
+    check_no_secret(text=body)
+    with transaction.atomic():
+        setting = lock_setting(run.project)
+        check_agent_gate(actor, setting, write=True)
+        items = ScratchpadItem.objects.filter(top_level_run_id=run.top_level_run_id)
+        if items.count() >= SCRATCHPAD_MAX_ITEMS:
+            raise MemoryPortalError(
+                "scratchpad_full", f"The scratchpad holds {SCRATCHPAD_MAX_ITEMS} items."
+            )
+        item = ScratchpadItem.objects.create(
+            project_id=run.project_id,
+            top_level_run_id=run.top_level_run_id,
+            text=body,
+            created_by_run_id=run.pk,
+        )
+        bump(setting)
+        audit(actor=actor, action="scratchpad.add", project=run.project, target=item.pk)
+    return item
+
+
+def _set_done(*, actor: Actor, item_id: str, done: bool) -> ScratchpadItem:
+    _agent_only(actor)
+    run = actor.run
+    if not isinstance(item_id, str) or not item_id:
+        raise invalid("itemId", "itemId is required.")
+    with transaction.atomic():
+        setting = lock_setting(run.project)
+        check_agent_gate(actor, setting, write=True)
+        item = (
+            ScratchpadItem.objects.select_for_update()
+            .filter(pk=item_id, top_level_run_id=run.top_level_run_id)
+            .first()
+        )
+        if item is None:
+            raise MemoryPortalError(
+                "scratchpad_item_not_found", f"No item {item_id} on this run's scratchpad."
+            )
+        if item.done == done:
+            return item
+        item.done = done
+        item.updated_at = timezone.now()
+        item.save(update_fields=["done", "updated_at"])
+        bump(setting)
+        action = "scratchpad.done" if done else "scratchpad.undo"
+        audit(actor=actor, action=action, project=run.project, target=item.pk)
+    return item
+
+
+def scratchpad_done(*, actor: Actor, item_id: str) -> ScratchpadItem:
+    return _set_done(actor=actor, item_id=item_id, done=True)
+
+
+def scratchpad_undo(*, actor: Actor, item_id: str) -> ScratchpadItem:
+    return _set_done(actor=actor, item_id=item_id, done=False)
+
+
+def scratchpad_clear(*, actor: Actor) -> int:
+    """Remove the completed items; returns how many went."""
+    _agent_only(actor)
+    run = actor.run
+    with transaction.atomic():
+        setting = lock_setting(run.project)
+        check_agent_gate(actor, setting, write=True)
+        removed = ScratchpadItem.objects.filter(
+            top_level_run_id=run.top_level_run_id, done=True
+        ).delete()[0]
+        if removed:
+            bump(setting)
+            audit(
+                actor=actor,
+                action="scratchpad.clear",
+                project=run.project,
+                details={"removed": removed},
+            )
+    return removed

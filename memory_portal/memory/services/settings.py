@@ -1,0 +1,64 @@
+"""The project's memory switch: enable, disable (revokes in-flight writes) and reset."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..access import require_manager
+from ..actors import Actor
+from ..models import MemorySetting, Note, Project, Recovery, ScratchpadItem
+from ._common import audit, bump, lock_setting
+
+
+def memory_enable(*, actor: Actor, project: Project) -> MemorySetting:
+    """Eligible agents are offered memory tools from their next call."""
+    require_manager(actor, project)
+    with transaction.atomic():
+        setting = lock_setting(project)
+        if setting.enabled:
+            return setting
+        bump(setting, enabled=True, changed_by=actor.user, changed_at=timezone.now())
+        audit(actor=actor, action="memory.enable", project=project)
+    return setting
+
+
+def memory_disable(*, actor: Actor, project: Project) -> MemorySetting:
+    """Every agent call answers memory_disabled; the epoch advances so writes being validated
+    fail. Notes, recoveries and scratchpads stay for re-enable."""
+    require_manager(actor, project)
+    with transaction.atomic():
+        setting = lock_setting(project)
+        if not setting.enabled:
+            return setting
+        bump(
+            setting,
+            enabled=False,
+            revocation_epoch=setting.revocation_epoch + 1,
+            changed_by=actor.user,
+            changed_at=timezone.now(),
+        )
+        audit(actor=actor, action="memory.disable", project=project)
+    return setting
+
+
+def memory_reset(*, actor: Actor, project: Project) -> dict[str, int]:
+    """Delete every note, recovery record and scratchpad item of the project for good and
+    advance the epoch; the switch keeps its state. Irreversible."""
+    require_manager(actor, project)
+    with transaction.atomic():
+        setting = lock_setting(project)
+        recoveries = Recovery.objects.filter(project=project).delete()[0]
+        Note.objects.filter(project=project).update(supersedes=None, superseded_by=None)
+        notes = Note.objects.filter(project=project).count()
+        Note.objects.filter(project=project).delete()
+        items = ScratchpadItem.objects.filter(project=project).delete()[0]
+        bump(
+            setting,
+            revocation_epoch=setting.revocation_epoch + 1,
+            changed_by=actor.user,
+            changed_at=timezone.now(),
+        )
+        counts = {"notes": notes, "recoveries": recoveries, "scratchpad_items": items}
+        audit(actor=actor, action="memory.reset", project=project, details=counts)
+    return counts

@@ -1,0 +1,56 @@
+"""Bearer tokens: `mp_<prefix>_<secret>`. The prefix finds the row; only a SHA-256 of the
+secret is stored and it is compared in constant time. A 256-bit random secret needs no
+password stretching."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from django.utils import timezone
+
+from .errors import MemoryPortalError
+from .models import ApiToken
+
+TOKEN_PREFIX = "mp_"
+
+
+def generate() -> tuple[str, str, str]:
+    """A new (plaintext, prefix, secret hash)."""
+    prefix = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    return f"{TOKEN_PREFIX}{prefix}_{secret}", prefix, hash_secret(secret)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def token_authenticate(raw: str | None) -> ApiToken:
+    """The live token for a bearer value, or auth_required / auth_invalid."""
+    if raw is None or raw == "":
+        raise MemoryPortalError("auth_required", "This route needs a bearer token.")
+    invalid = MemoryPortalError("auth_invalid", "The bearer token is not valid.")
+    if not raw.startswith(TOKEN_PREFIX) or raw.count("_") < 2:
+        raise invalid
+    prefix, _, secret = raw[len(TOKEN_PREFIX) :].partition("_")
+    if len(prefix) != 12 or not secret:
+        raise invalid
+    token = (
+        ApiToken.objects.select_related("run__agent", "run__project", "run__application", "user")
+        .filter(prefix=prefix)
+        .first()
+    )
+    # Compare even when no row matched, so timing does not tell a known prefix apart.
+    expected = token.secret_hash if token is not None else "0" * 64
+    if not hmac.compare_digest(expected, hash_secret(secret)) or token is None:
+        raise invalid
+    if token.revoked_at is not None:
+        raise invalid
+    if token.user is not None and not token.user.is_active:
+        raise invalid
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token

@@ -1,0 +1,152 @@
+"""Input checks shared by every write path (SPEC §7 limits), run before any lock is taken."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import date
+
+from . import secrets
+from .errors import MemoryPortalError, invalid
+
+CONTENT_MAX = 2000
+FACT_MAX = 500
+SUMMARY_MAX = 240
+TAGS_MAX = 8
+TAG_MAX = 32
+PAYLOAD_MAX_BYTES = 8000
+DAY_LINE_MAX = 300
+DAY_ROW_MAX = 8000
+ARCHIVE_REASON_MAX = 500
+SCRATCHPAD_TEXT_MAX = 1000
+RECALL_QUERY_MAX = 4000
+
+TAG_RE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*$")
+
+
+def normalize_text(text: str) -> str:
+    """Line endings unified and outer whitespace trimmed; inner text kept exactly."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def require_text(
+    field: str, value: object, *, max_len: int, too_long_code: str | None = None
+) -> str:
+    if not isinstance(value, str):
+        raise invalid(field, f"{field} must be a string.")
+    text = normalize_text(value)
+    if not text:
+        raise invalid(field, f"{field} must not be empty.")
+    if len(text) > max_len:
+        if too_long_code:
+            raise MemoryPortalError(
+                too_long_code, f"{field} has {len(text)} characters; the limit is {max_len}."
+            )
+        raise invalid(
+            field,
+            f"{field} has {len(text)} characters; the limit is {max_len}.",
+            hint=f"Shorten {field} to {max_len} characters.",
+        )
+    return text
+
+
+def optional_summary(value: object) -> str:
+    if value is None:
+        return ""
+    return require_text("summary", value, max_len=SUMMARY_MAX)
+
+
+def normalize_tags(value: object) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise invalid("tags", "tags must be a list of strings.")
+    if len(value) > TAGS_MAX:
+        raise invalid("tags", f"At most {TAGS_MAX} tags; got {len(value)}.")
+    tags: list[str] = []
+    for raw in value:
+        if not isinstance(raw, str):
+            raise invalid("tags", "Every tag must be a string.")
+        tag = raw.strip().lower()
+        if not tag or len(tag) > TAG_MAX:
+            raise invalid("tags", f"Tags are 1–{TAG_MAX} characters.")
+        if not TAG_RE.match(tag):
+            raise invalid(
+                "tags",
+                "Tags use letters, digits and . _ : / - only.",
+                hint="Use short labels such as data-quality or deploy.",
+            )
+        if tag not in tags:
+            tags.append(tag)
+    return tags
+
+
+def tags_to_text(tags: list[str]) -> str:
+    return "|" + "|".join(tags) + "|" if tags else ""
+
+
+def check_payload_size(**parts: object) -> None:
+    size = len(json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str).encode())
+    if size > PAYLOAD_MAX_BYTES:
+        raise MemoryPortalError(
+            "memory_payload_too_large",
+            f"The write is {size} bytes once normalised; the limit is {PAYLOAD_MAX_BYTES}.",
+        )
+
+
+def check_no_secret(**fields: str | None) -> None:
+    hit = secrets.scan_fields(dict(fields))
+    if hit is not None:
+        field, rule = hit
+        raise MemoryPortalError(
+            "secret_in_memory",
+            f"{field} looks like a secret (rule: {rule}); nothing was saved.",
+            field=field,
+            reason=rule,
+        )
+
+
+def content_identity(
+    *,
+    kind: str,
+    scope: str,
+    target: str,
+    day: date | None,
+    application_id: int | None,
+    owner_agent_id: str | None,
+    content: str,
+) -> str:
+    """The idempotency key: the same content in the same place is the same note."""
+    key = json.dumps(
+        [
+            kind,
+            scope,
+            target,
+            day.isoformat() if day else "",
+            application_id or 0,
+            owner_agent_id or "",
+            content,
+        ],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def note_identity(note) -> str:
+    """The idempotency key of an unsaved note, from its place and content."""
+    return content_identity(
+        kind=note.kind,
+        scope=note.scope,
+        target=note.target,
+        day=note.day,
+        application_id=note.application_id,
+        owner_agent_id=note.owner_agent_id,
+        content=note.content,
+    )
+
+
+def day_row_identity(*, owner_agent_id: str, day: date) -> str:
+    """A day row is identified by (agent, date), so appends keep its key and a second live row
+    for the same date is refused by the same unique constraint."""
+    return hashlib.sha256(f"day|{owner_agent_id}|{day.isoformat()}".encode()).hexdigest()

@@ -1,0 +1,229 @@
+"""Django settings for Memory Portal, read once from the environment.
+
+Every knob is an environment variable with a safe development default; README.md lists them.
+Production runs with DEBUG off, a real SECRET_KEY and MEMORY_PORTAL_HTTPS=1 (see README.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("MEMORY_PORTAL_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}.")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}.") from exc
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", False)
+
+# Unset, a development key is used; `manage.py check --deploy` flags it (it starts with
+# "django-insecure-"), so a production deployment cannot miss it.
+SECRET_KEY = os.environ.get("SECRET_KEY") or (
+    "django-insecure-memory-portal-development-key-not-for-production-use"
+)
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "django_tables2",
+    "django_filters",
+    "ninja",
+    "memory_portal.memory",
+    "memory_portal.dashboard",
+    "memory_portal.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "memory_portal.urls"
+WSGI_APPLICATION = "memory_portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.csp",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+# DATABASE_URL selects PostgreSQL (postgres://user@host:5432/name); unset, an SQLite file under
+# var/ is the embedded default. SQLite writes use IMMEDIATE transactions so the setting-row lock
+# of the write protocol (a single writer at a time) holds there too.
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+DB_LOCK_TIMEOUT_MS = env_int("MEMORY_PORTAL_DB_LOCK_TIMEOUT_MS", 10_000)
+DB_STATEMENT_TIMEOUT_MS = env_int("MEMORY_PORTAL_DB_STATEMENT_TIMEOUT_MS", 30_000)
+
+if DATABASE_URL:
+    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
+    if _db["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL (or unset for SQLite).")
+    _db.setdefault("OPTIONS", {})
+    _db["OPTIONS"]["options"] = (
+        f"-c lock_timeout={DB_LOCK_TIMEOUT_MS} -c statement_timeout={DB_STATEMENT_TIMEOUT_MS}"
+    )
+    _db["CONN_HEALTH_CHECKS"] = True
+    DATABASES = {"default": _db}
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("SQLITE_PATH", str(VAR_DIR / "memory_portal.sqlite3")),
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": DB_LOCK_TIMEOUT_MS / 1000,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG or env_bool("MEMORY_PORTAL_PLAIN_STATIC", False)
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:projects"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- Security ---------------------------------------------------------------------------------
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "base-uri": [CSP.NONE],
+    "object-src": [CSP.NONE],
+}
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Behind TLS (the production case) every cookie is secure and HTTP redirects to HTTPS.
+HTTPS = env_bool("MEMORY_PORTAL_HTTPS", False)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS and env_bool("SECURE_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if env_bool("MEMORY_PORTAL_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Tasks ------------------------------------------------------------------------------------
+TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+
+# --- Logging: note bodies, queries and tokens never reach a log line --------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact_secrets": {"()": "memory_portal.memory.secrets.RedactingFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["redact_secrets"]},
+    },
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+}
+
+# --- Memory Portal domain settings --------------------------------------------------------------
+MEMORY_PORTAL = {
+    "ELIGIBLE_STAGES": env_list(
+        "MEMORY_ELIGIBLE_STAGES", ["assess", "understand", "design", "review", "runtime"]
+    ),
+    "PROJECT_NOTE_CAP": env_int("MEMORY_PROJECT_NOTE_CAP", 2000),
+    "RUN_NOTE_QUOTA": env_int("MEMORY_RUN_NOTE_QUOTA", 128),
+    "RUN_CALL_BUDGET": env_int("MEMORY_RUN_CALL_BUDGET", 512),
+    "FACT_DEFAULT_EXPIRY_DAYS": env_int("MEMORY_FACT_DEFAULT_EXPIRY_DAYS", 90),
+    "GIT_BINARY": os.environ.get("MEMORY_GIT_BINARY", "git"),
+    "GIT_TIMEOUT_SECONDS": env_int("MEMORY_GIT_TIMEOUT_SECONDS", 10),
+}

@@ -1,0 +1,10 @@
+"""URL map: the dashboard at /, the JSON API under /api/."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+urlpatterns = [
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("memory_portal.dashboard.urls")),
+]

@@ -1,0 +1,94 @@
+"""Shared test helpers: personas (manager, member, outsider; agent, reviewer, read-only) and
+small factories. No fixture files."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from memory_portal.memory import services
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.models import MemorySetting, Role, Stage
+
+
+def pytest_configure(config):
+    from django.conf import settings
+
+    # Password hashing is not under test; the fast hasher keeps the suite quick.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("postgres") and connection.vendor != "postgresql":
+            item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL"))
+
+
+@pytest.fixture
+def make_user(db):
+    def make(username: str, *, superuser: bool = False):
+        User = get_user_model()
+        if superuser:
+            return User.objects.create_superuser(username, f"{username}@example.com", "pw-12345!")
+        return User.objects.create_user(username, f"{username}@example.com", "pw-12345!")
+
+    return make
+
+
+@pytest.fixture
+def world(db, make_user):
+    """One project with memory on: an application, a manager, a member, an outsider, and
+    agents (runtime, a second runtime, a reviewer, an ineligible implementer) with runs."""
+    return build_world(make_user)
+
+
+class World:
+    pass
+
+
+def build_world(make_user, slug: str = "acme-web", enabled: bool = True) -> World:
+    w = World()
+    w.project = services.project_create(actor=None, slug=slug, name="Acme Web")
+    if enabled:
+        MemorySetting.objects.filter(project=w.project).update(enabled=True)
+    w.app = services.application_create(
+        actor=None, project=w.project, slug="storefront", name="Storefront"
+    )
+    w.other_app = services.application_create(
+        actor=None, project=w.project, slug="billing", name="Billing"
+    )
+    w.manager = make_user(f"{slug}-manager")
+    w.member = make_user(f"{slug}-member")
+    w.outsider = make_user(f"{slug}-outsider")
+    services.membership_set(actor=None, project=w.project, user=w.manager, role=Role.MANAGER)
+    services.membership_set(actor=None, project=w.project, user=w.member, role=Role.MEMBER)
+    w.agent = services.agent_create(
+        actor=None, project=w.project, name="Runtime helper", stage=Stage.RUNTIME, application=w.app
+    )
+    w.agent2 = services.agent_create(
+        actor=None,
+        project=w.project,
+        name="Design agent",
+        stage=Stage.DESIGN,
+        application=w.other_app,
+    )
+    w.reviewer = services.agent_create(
+        actor=None, project=w.project, name="Code reviewer", stage=Stage.REVIEW, application=w.app
+    )
+    w.implementer = services.agent_create(
+        actor=None, project=w.project, name="Implementer", stage=Stage.IMPLEMENT, application=w.app
+    )
+    w.run = services.run_create(actor=None, agent=w.agent, task_key="PIN-42")
+    w.run2 = services.run_create(actor=None, agent=w.agent2, task_key="PIN-43")
+    w.reviewer_run = services.run_create(actor=None, agent=w.reviewer)
+    w.implementer_run = services.run_create(actor=None, agent=w.implementer)
+    w.as_agent = Actor.agent_run(w.run)
+    w.as_agent2 = Actor.agent_run(w.run2)
+    w.as_reviewer = Actor.agent_run(w.reviewer_run)
+    w.as_implementer = Actor.agent_run(w.implementer_run)
+    w.as_readonly = Actor.agent_run(w.run, can_write=False)
+    w.as_manager = Actor.person(w.manager)
+    w.as_member = Actor.person(w.member)
+    w.as_outsider = Actor.person(w.outsider)
+    return w

@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "memory_portal.api.middleware.ApiErrorEnvelopeMiddleware",
 ]
 
 ROOT_URLCONF = "memory_portal.urls"

@@ -17,6 +17,11 @@ def pytest_configure(config):
 
     # Password hashing is not under test; the fast hasher keeps the suite quick.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Tests serve static files from the finders; the manifest exists only after collectstatic.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
 
 
 def pytest_collection_modifyitems(config, items):

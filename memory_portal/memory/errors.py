@@ -51,6 +51,8 @@ CODES: dict[str, ErrorCode] = {
     "auth_required": ErrorCode(401, "Send Authorization: Bearer <token>."),
     "auth_invalid": ErrorCode(401, "Use a current token; ask for a new one if it was revoked."),
     "not_found": ErrorCode(404, "Check the id in the URL."),
+    "method_not_allowed": ErrorCode(405, "See /api/docs for the routes and their methods."),
+    "internal_error": ErrorCode(500, "Retry later; tell the operators if it persists."),
 }
 
 

@@ -472,3 +472,14 @@ class ToolCallCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.tool} {self.outcome}: {self.count}"
+
+
+class StartRecall(models.Model):
+    """When a top-level run last had its start-of-run recall (the 24-hour skip window)."""
+
+    top_level_run_id = models.CharField(max_length=40, unique=True)
+    agent_id = models.CharField(max_length=40)
+    recalled_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.top_level_run_id} @ {self.recalled_at:%Y-%m-%d %H:%M}"

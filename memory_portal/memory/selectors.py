@@ -231,6 +231,18 @@ def agent_get(*, actor: Actor, agent_id: str) -> Agent:
     return agent
 
 
+def agent_for_memories(*, actor: Actor, agent_id: str | None) -> Agent:
+    """Whose memories a v1 call is about: an agent its own (naming another is memory_not_own);
+    a person must name an agent of a project they belong to (memory_agent_required)."""
+    if actor.is_agent:
+        if agent_id and agent_id != actor.run.agent_id:
+            raise MemoryPortalError("memory_not_own", "An agent acts on its own memories only.")
+        return actor.run.agent
+    if not agent_id:
+        raise MemoryPortalError("memory_agent_required", "Name the agent this memory is for.")
+    return agent_get(actor=actor, agent_id=agent_id)
+
+
 def recoveries_for_actor(*, actor: Actor, project: Project | None = None) -> QuerySet[Recovery]:
     """Recovery records an actor may restore: managers and members see the project's; an agent
     sees those of learned notes in its reach (also from earlier runs)."""

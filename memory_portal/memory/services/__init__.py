@@ -20,8 +20,10 @@ from .notes import (
 from .runs import (
     agent_create,
     application_create,
+    application_delete,
     membership_set,
     project_create,
+    project_delete,
     repository_create,
     repository_link_set,
     run_create,
@@ -42,6 +44,7 @@ from .trace import run_call_consume, tool_call_record
 __all__ = [
     "agent_create",
     "application_create",
+    "application_delete",
     "day_append",
     "fact_save",
     "membership_set",
@@ -61,6 +64,7 @@ __all__ = [
     "note_write",
     "notes_mark_recalled",
     "project_create",
+    "project_delete",
     "repository_create",
     "repository_link_set",
     "run_call_consume",

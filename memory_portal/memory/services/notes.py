@@ -32,7 +32,7 @@ from ..models import (
     Target,
     Trust,
 )
-from ..selectors import agent_get, agent_scope_q, note_get, note_not_found, setting_get
+from ..selectors import agent_for_memories, agent_scope_q, note_get, note_not_found, setting_get
 from ..validation import (
     ARCHIVE_REASON_MAX,
     CONTENT_MAX,
@@ -349,7 +349,7 @@ def fact_save(
 ) -> WriteResult:
     """`POST /api/v1/memories` and `memory save`: one private fact of an agent, by the agent or
     by a person naming it. Expires in 90 days unless `expires_at` says otherwise."""
-    agent = _v1_agent(actor, agent_id)
+    agent = agent_for_memories(actor=actor, agent_id=agent_id)
     project = agent.project
     setting = setting_get(project=project)
     check_agent_gate(actor, setting, write=True)
@@ -386,16 +386,6 @@ def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
     )
     note.content_hash = note_identity(note)
     return note
-
-
-def _v1_agent(actor: Actor, agent_id: str | None) -> Agent:
-    if actor.is_agent:
-        if agent_id and agent_id != actor.run.agent_id:
-            raise MemoryPortalError("memory_not_own", "An agent acts on its own memories only.")
-        return actor.run.agent
-    if not agent_id:
-        raise MemoryPortalError("memory_agent_required", "Name the agent this memory is for.")
-    return agent_get(actor=actor, agent_id=agent_id)
 
 
 def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:

@@ -63,6 +63,50 @@ def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
     return project
 
 
+def project_delete(*, actor: Actor | None, project: Project) -> dict[str, int]:
+    """Delete a project with everything in it (notes, recoveries, scratchpads, agents, runs).
+    Administrators only; the audit event outlives the project."""
+    if actor is not None:
+        _require_superuser(actor, "delete projects")
+    slug = project.slug
+    with transaction.atomic():
+        lock_setting(project)
+        notes = project.notes.count()
+        project.notes.update(supersedes=None, superseded_by=None)
+        project.delete()
+        audit(
+            actor=actor,
+            action="project.delete",
+            project=None,
+            target=slug,
+            details={"notes": notes},
+        )
+    return {"notes": notes}
+
+
+def application_delete(*, actor: Actor | None, application: Application) -> dict[str, int]:
+    """Delete an application: the notes explicitly scoped to it go with it; project-scoped
+    notes its agents wrote stay. Administrators only."""
+    if actor is not None:
+        _require_superuser(actor, "delete applications")
+    project = application.project
+    with transaction.atomic():
+        setting = lock_setting(project)
+        scoped = application.notes.all()
+        notes = scoped.count()
+        scoped.update(supersedes=None, superseded_by=None)
+        application.delete()
+        bump(setting)
+        audit(
+            actor=actor,
+            action="application.delete",
+            project=project,
+            target=application.slug,
+            details={"notes": notes},
+        )
+    return {"notes": notes}
+
+
 def membership_set(*, actor: Actor | None, project: Project, user, role: str) -> Membership:
     if actor is not None:
         require_manager(actor, project)

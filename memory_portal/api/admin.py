@@ -1,0 +1,286 @@
+"""`/api/admin`: project memory management for managers (SPEC §3.3, the admin routes of the
+project-memory source) and what an orchestrator needs: projects, members, applications,
+repositories and links, agents, runs and their tokens. User tokens only."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from ninja import Query, Router, Schema
+from ninja.responses import Status
+from pydantic import Field
+
+from memory_portal.memory import selectors, services
+from memory_portal.memory.access import require_manager
+from memory_portal.memory.errors import MemoryPortalError, invalid
+from memory_portal.memory.models import Application, Repository, Run
+
+from . import schemas as s
+from . import serializers
+from .auth import person
+from .schemas import responses
+
+router = Router(tags=["admin"])
+
+
+def _project(request, project_id: str):
+    actor = person(request)
+    return actor, selectors.project_get(actor=actor, slug=project_id)
+
+
+def _managed(request, project_id: str):
+    actor, project = _project(request, project_id)
+    require_manager(actor, project)
+    return actor, project
+
+
+def _in_project(note_id: str, project, actor):
+    note = selectors.note_get(actor=actor, note_id=note_id)
+    if note.project_id != project.pk:
+        raise selectors.note_not_found(note_id)
+    return note
+
+
+def _state(note) -> dict:
+    return {
+        "id": note.id,
+        "status": note.status,
+        "trust": note.trust,
+        "archiveReason": note.archive_reason or None,
+    }
+
+
+class PageQuery(Schema):
+    limit: int = Field(20, ge=1, le=100)
+    offset: int = Field(0, ge=0)
+
+
+# --- Project memory ---------------------------------------------------------------------------
+
+
+@router.get("/projects/{project_id}/memory", response=responses({200: s.AdminMemoryOut}))
+def memory_page(request, project_id: str, page: Query[PageQuery]):
+    """Settings and a page of all notes, including trust, deletion state and provenance."""
+    actor, project = _managed(request, project_id)
+    setting = selectors.setting_get(project=project)
+    qs = (
+        selectors.notes_for_actor(actor=actor, project=project)
+        .select_related("origin_run", "evidence_repository", "application", "vetoed_by", "recovery")
+        .order_by("-created_at", "-id")
+    )
+    rows = list(qs[page.offset : page.offset + page.limit + 1])
+    more = len(rows) > page.limit
+    return {
+        "projectId": project.slug,
+        "setting": {
+            "enabled": setting.enabled,
+            "revision": setting.revision,
+            "revocationEpoch": setting.revocation_epoch,
+            "changedAt": setting.changed_at,
+            "lastWriteAt": setting.last_write_at,
+        },
+        "counts": selectors.project_counts(project=project),
+        "notes": [serializers.admin_note(n) for n in rows[: page.limit]],
+        "limit": page.limit,
+        "offset": page.offset,
+        "nextOffset": page.offset + page.limit if more else None,
+    }
+
+
+@router.put("/projects/{project_id}/memory", response=responses({204: None}))
+def memory_switch(request, project_id: str, body: s.EnabledIn):
+    """Enable or disable memory for the project."""
+    actor, project = _project(request, project_id)
+    if body.enabled:
+        services.memory_enable(actor=actor, project=project)
+    else:
+        services.memory_disable(actor=actor, project=project)
+    return Status(204, None)
+
+
+@router.delete("/projects/{project_id}/memory", response=responses({204: None}))
+def memory_reset(request, project_id: str):
+    """Irreversible reset: every note, recovery record and scratchpad item goes."""
+    actor, project = _project(request, project_id)
+    services.memory_reset(actor=actor, project=project)
+    return Status(204, None)
+
+
+@router.patch("/projects/{project_id}/memory/{note_id}", response=responses({204: None}))
+def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
+    """Mark a note reviewed (`approved`) or `rejected`."""
+    actor, project = _project(request, project_id)
+    note = _in_project(note_id, project, actor)
+    if body.state == "approved":
+        services.note_approve(actor=actor, note_id=note.id)
+    else:
+        services.note_reject(actor=actor, note_id=note.id)
+    return Status(204, None)
+
+
+@router.post(
+    "/projects/{project_id}/memory/{note_id}/forget", response=responses({200: s.ForgetOut})
+)
+def memory_forget(request, project_id: str, note_id: str):
+    actor, project = _project(request, project_id)
+    note = _in_project(note_id, project, actor)
+    recovery = services.note_forget(actor=actor, note_id=note.id)
+    return {"recoveryId": recovery.id, "id": note.id}
+
+
+@router.post(
+    "/projects/{project_id}/memory/recoveries/{recovery_id}/restore",
+    response=responses({200: s.IdOut}),
+)
+def memory_restore(request, project_id: str, recovery_id: str):
+    actor, project = _project(request, project_id)
+    if (
+        not selectors.recoveries_for_actor(actor=actor, project=project)
+        .filter(pk=recovery_id)
+        .exists()
+    ):
+        raise MemoryPortalError(
+            "memory_recovery_not_found", f"No recovery {recovery_id} in {project.slug}."
+        )
+    note = services.note_restore(actor=actor, recovery_id=recovery_id)
+    return {"id": note.id}
+
+
+@router.post(
+    "/projects/{project_id}/memory/{note_id}/veto", response=responses({200: s.NoteStateOut})
+)
+def memory_veto(request, project_id: str, note_id: str):
+    """Veto: archive the note with reason `vetoed`, recording who."""
+    actor, project = _project(request, project_id)
+    note = _in_project(note_id, project, actor)
+    return _state(services.note_veto(actor=actor, note_id=note.id))
+
+
+@router.post(
+    "/projects/{project_id}/memory/{note_id}/undo", response=responses({200: s.NoteStateOut})
+)
+def memory_undo(request, project_id: str, note_id: str):
+    """Undo a veto (or another archive)."""
+    actor, project = _project(request, project_id)
+    note = _in_project(note_id, project, actor)
+    return _state(services.note_undo(actor=actor, note_id=note.id))
+
+
+# --- Orchestration ----------------------------------------------------------------------------
+
+
+@router.post("/projects", response=responses({201: s.IdOut}))
+def project_create(request, body: s.ProjectIn):
+    actor = person(request)
+    project = services.project_create(actor=actor, slug=body.id, name=body.name)
+    return Status(201, {"id": project.slug})
+
+
+@router.post("/projects/{project_id}/members", response=responses({200: s.MemberOut}))
+def member_set(request, project_id: str, body: s.MemberIn):
+    actor, project = _project(request, project_id)
+    user = get_user_model().objects.filter(username=body.username, is_active=True).first()
+    if user is None:
+        raise invalid("username", f"No active user {body.username}.")
+    membership = services.membership_set(actor=actor, project=project, user=user, role=body.role)
+    return {"username": user.get_username(), "role": membership.role}
+
+
+@router.post("/projects/{project_id}/applications", response=responses({201: s.IdOut}))
+def application_create(request, project_id: str, body: s.ApplicationIn):
+    actor, project = _project(request, project_id)
+    application = services.application_create(
+        actor=actor, project=project, slug=body.id, name=body.name
+    )
+    return Status(201, {"id": application.slug})
+
+
+@router.post("/repositories", response=responses({201: s.IdOut}))
+def repository_create(request, body: s.RepositoryIn):
+    actor = person(request)
+    repository = services.repository_create(actor=actor, slug=body.id, path=body.path)
+    return Status(201, {"id": repository.slug})
+
+
+@router.put(
+    "/projects/{project_id}/applications/{application_id}/repositories/{repository_id}",
+    response=responses({200: s.LinkOut}),
+)
+def repository_link(
+    request, project_id: str, application_id: str, repository_id: str, body: s.LinkIn
+):
+    """Link a repository to an application at a revision, or re-pin it."""
+    actor, project = _project(request, project_id)
+    application = Application.objects.filter(project=project, slug=application_id).first()
+    if application is None:
+        raise invalid("applicationId", f"No application {application_id} in {project.slug}.")
+    repository = Repository.objects.filter(slug=repository_id).first()
+    if repository is None:
+        raise invalid("repositoryId", f"No repository {repository_id}.")
+    link = services.repository_link_set(
+        actor=actor, application=application, repository=repository, revision=body.revision
+    )
+    return {
+        "applicationId": application.slug,
+        "repositoryId": repository.slug,
+        "revision": link.revision,
+    }
+
+
+@router.post("/projects/{project_id}/agents", response=responses({201: s.IdOut}))
+def agent_create(request, project_id: str, body: s.AgentIn):
+    actor, project = _project(request, project_id)
+    application = None
+    if body.applicationId:
+        application = Application.objects.filter(project=project, slug=body.applicationId).first()
+        if application is None:
+            raise invalid("applicationId", f"No application {body.applicationId}.")
+    agent = services.agent_create(
+        actor=actor, project=project, name=body.name, stage=body.stage, application=application
+    )
+    return Status(201, {"id": agent.id})
+
+
+def _run(project, run_id: str) -> Run:
+    run = Run.objects.filter(pk=run_id, project=project).select_related("project").first()
+    if run is None:
+        raise MemoryPortalError(
+            "not_found", f"No run {run_id} in {project.slug}.", hint="Check the run_ id."
+        )
+    return run
+
+
+@router.post("/projects/{project_id}/runs", response=responses({201: s.RunOut}))
+def run_create(request, project_id: str, body: s.RunIn):
+    """Start a run and mint its token (shown once, never again)."""
+    actor, project = _managed(request, project_id)
+    agent = selectors.agent_get(actor=actor, agent_id=body.agentId)
+    if agent.project_id != project.pk:
+        raise invalid("agentId", f"Agent {body.agentId} belongs to another project.")
+    parent = _run(project, body.parentRunId) if body.parentRunId else None
+    scopes = body.scopes or ["read", "write"]
+    run = services.run_create(actor=actor, agent=agent, parent=parent, task_key=body.taskKey or "")
+    _, plaintext = services.token_create(actor=actor, run=run, can_write="write" in scopes)
+    return Status(
+        201,
+        {
+            "id": run.id,
+            "token": plaintext,
+            "topLevelRunId": run.top_level_run_id,
+            "scopes": ["read", "write"] if "write" in scopes else ["read"],
+        },
+    )
+
+
+@router.patch("/projects/{project_id}/runs/{run_id}", response=responses({204: None}))
+def run_status(request, project_id: str, run_id: str, body: s.RunStatusIn):
+    actor, project = _project(request, project_id)
+    services.run_finish(actor=actor, run=_run(project, run_id), status=body.status)
+    return Status(204, None)
+
+
+@router.delete("/projects/{project_id}/runs/{run_id}", response=responses({204: None}))
+def run_delete(request, project_id: str, run_id: str):
+    """Delete a run: its scratchpad goes; notes keep their provenance as text."""
+    actor, project = _project(request, project_id)
+    services.run_delete(actor=actor, run=_run(project, run_id))
+    return Status(204, None)

@@ -1,0 +1,127 @@
+"""The JSON API: one NinjaAPI with bearer auth, and every error in one envelope
+`{"error": {"code", "message", "hint"}}` — refusals, validation errors, unknown routes and
+methods, and unexpected failures (500, no stack trace or note text)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import Http404, JsonResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.renderers import JSONRenderer
+
+from memory_portal.memory.errors import CODES, MemoryPortalError
+
+from .admin import router as admin_router
+from .auth import BearerAuth
+from .tools import router as tools_router
+from .tracing import record_rejected_call
+from .v1 import router as v1_router
+
+logger = logging.getLogger("memory_portal.api")
+
+
+class Utf8Renderer(JSONRenderer):
+    """UTF-8 JSON, non-ASCII unescaped: what the 12,000-byte page budget measures."""
+
+    json_dumps_params = {"ensure_ascii": False}
+
+
+api = NinjaAPI(
+    renderer=Utf8Renderer(),
+    title="Memory Portal API",
+    version="1.0",
+    description=(
+        "Long-term memory for AI agents. Agent runs call the tools and v1 routes with their run "
+        "token; people call v1 and admin routes with a user token. Every error is "
+        '`{"error": {"code", "message", "hint"}}`.'
+    ),
+    auth=BearerAuth(),
+    urls_namespace="api",
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+api.add_router("/tools", tools_router)
+api.add_router("/v1", v1_router)
+api.add_router("/admin", admin_router)
+
+
+def error_response(
+    code: str, message: str, *, hint: str | None = None, status: int | None = None, **extra
+) -> JsonResponse:
+    body = {"code": code, "message": message, "hint": hint or CODES[code].hint}
+    body.update({k: v for k, v in extra.items() if v})
+    return JsonResponse({"error": body}, status=status or CODES[code].status)
+
+
+@api.exception_handler(MemoryPortalError)
+def on_refusal(request, exc: MemoryPortalError):
+    return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+
+
+def _field(loc) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "payload", "filters")]
+    # ninja names the body parameter; drop it so the field reads as the client sent it.
+    if parts and parts[0] in {"body", "page"}:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+@api.exception_handler(ValidationError)
+def on_invalid(request, exc: ValidationError):
+    first = exc.errors[0] if exc.errors else {}
+    field = _field(first.get("loc", ()))
+    kind = first.get("type", "")
+    if kind == "extra_forbidden":
+        message = f"{field} is not an argument of this call."
+        hint = "Project, application, run, author and trust come from the token; drop the field."
+    elif kind == "missing":
+        message = f"{field} is required."
+        hint = "Add the field and retry."
+    else:
+        message = f"{field}: {first.get('msg', 'invalid value')}."
+        hint = "Fix the named field and retry."
+    record_rejected_call(request, "memory_invalid")
+    return error_response("memory_invalid", message, hint=hint, field=field)
+
+
+@api.exception_handler(AuthenticationError)
+def on_unauthenticated(request, exc: AuthenticationError):
+    return error_response("auth_required", "This route needs a bearer token.")
+
+
+@api.exception_handler(Http404)
+def on_not_found(request, exc: Http404):
+    return error_response("not_found", "No such resource.", status=404)
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request, exc: HttpError):
+    code = "memory_invalid" if exc.status_code == 400 else "not_found"
+    return error_response(code, str(exc), status=exc.status_code)
+
+
+@api.exception_handler(Exception)
+def on_crash(request, exc: Exception):
+    logger.exception("unexpected API failure on %s %s", request.method, request.path)
+    return JsonResponse(
+        {
+            "error": {
+                "code": "internal_error",
+                "message": "Something went wrong on the server; nothing was half written.",
+                "hint": "Retry later; if it persists, tell the operators the time of the call.",
+            }
+        },
+        status=500,
+    )
+
+
+def unknown_route(request, rest: str = ""):
+    """Anything under /api/ that no route matches."""
+    return error_response(
+        "not_found",
+        f"No API route {request.method} {request.path}.",
+        hint="See /api/docs for the routes.",
+        status=404,
+    )

@@ -1,0 +1,63 @@
+"""Bearer-token authentication: the token decides who calls (an agent run or a person) and
+with which scope. The session cookie is never read here, so CSRF cannot reach the API."""
+
+from __future__ import annotations
+
+from ninja.security import HttpBearer
+
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.tokens import token_authenticate
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+class BearerAuth(HttpBearer):
+    def __call__(self, request):
+        header = request.headers.get("Authorization", "")
+        if not header:
+            raise MemoryPortalError("auth_required", "This route needs a bearer token.")
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            raise MemoryPortalError(
+                "auth_invalid",
+                "The Authorization header must be 'Bearer <token>'.",
+            )
+        return self.authenticate(request, raw.strip())
+
+    def authenticate(self, request, token: str) -> Actor:
+        api_token = token_authenticate(token)
+        if api_token.run_id is not None:
+            actor = Actor.agent_run(api_token.run, can_write=api_token.can_write)
+        else:
+            actor = Actor.person(api_token.user, can_write=api_token.can_write)
+        request.actor = actor
+        return actor
+
+
+def person(request) -> Actor:
+    """The calling person; agent tokens get memory_forbidden on person-only routes, and a
+    read-only person token may not change anything."""
+    actor: Actor = request.auth
+    if not actor.is_person:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            "This route is for people (user tokens), not agent runs.",
+            hint="Use a user token from `manage.py create_api_token`.",
+        )
+    if request.method not in SAFE_METHODS and not actor.can_write:
+        raise MemoryPortalError(
+            "memory_tool_forbidden", "This token may only read.", hint="Use a write token."
+        )
+    return actor
+
+
+def agent(request) -> Actor:
+    actor: Actor = request.auth
+    if not actor.is_agent:
+        raise MemoryPortalError(
+            "memory_tool_forbidden",
+            "Agent tools are called with a run token.",
+            hint="Start a run and use its token.",
+        )
+    return actor

@@ -1,0 +1,424 @@
+"""Request and response schemas of the JSON API. The tool argument schemas are also the JSON
+Schemas handed to models by `GET /api/tools`, so what is offered is what is validated."""
+
+from __future__ import annotations
+
+from datetime import date as Date
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Schema
+from pydantic import ConfigDict, Field
+
+from memory_portal.memory.validation import (
+    ARCHIVE_REASON_MAX,
+    CONTENT_MAX,
+    DAY_LINE_MAX,
+    FACT_MAX,
+    RECALL_QUERY_MAX,
+    SCRATCHPAD_TEXT_MAX,
+    SUMMARY_MAX,
+    TAG_MAX,
+    TAGS_MAX,
+)
+
+
+class Strict(Schema):
+    """Unknown fields are refused (400 memory_invalid naming the field): the model never
+    supplies project, application, run, author or trust."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- Agent tools ------------------------------------------------------------------------------
+
+
+class EvidenceIn(Strict):
+    repositoryId: str = Field(description="Slug of a repository linked to your application.")
+    path: str = Field(description="Path of a regular file in that repository.")
+    quote: str | None = Field(
+        None, description="Optional exact text from the file, 12–400 characters."
+    )
+
+
+class MemoryWriteArgs(Strict):
+    kind: Literal["fact", "lesson", "decision", "navigation"] = Field(
+        description="What the note is: a fact, a lesson learned, a decision or navigation help."
+    )
+    content: str = Field(
+        min_length=1, max_length=CONTENT_MAX, description="The note, in Markdown (1–2,000)."
+    )
+    summary: str | None = Field(
+        None, min_length=1, max_length=SUMMARY_MAX, description="A one-line summary."
+    )
+    tags: list[str] | None = Field(
+        None, max_length=TAGS_MAX, description=f"Up to {TAGS_MAX} tags of ≤ {TAG_MAX} chars."
+    )
+    target: Literal["long_term", "daily"] = Field(
+        "long_term", description="long_term knowledge, or the daily log of a UTC date."
+    )
+    scope: Literal["project", "application"] = Field(
+        "project", description="Share with the whole project, or with your application only."
+    )
+    date: Date | None = Field(None, description="For target daily: the UTC date (default today).")
+    evidence: EvidenceIn | None = Field(None, description="Optional source citation.")
+
+
+class MemoryReadArgs(Strict):
+    id: str | None = Field(None, description="A mem_ id to read one note.")
+    target: Literal["long_term", "daily", "list", "recoveries"] | None = Field(
+        None,
+        description="long_term notes, a daily log (see date), list (daily dates) or "
+        "recoveries (forgotten learned notes you may restore).",
+    )
+    date: Date | None = Field(None, description="The UTC date of a daily log (default today).")
+    kind: Literal["fact", "lesson", "decision", "navigation", "day"] | None = None
+    limit: int = Field(5, ge=1, le=5, description="1–5 entries per page.")
+    offset: int = Field(0, ge=0, description="Continue at a previous answer's nextOffset.")
+
+
+class MemorySearchArgs(Strict):
+    query: str = Field(min_length=1, max_length=RECALL_QUERY_MAX, description="Full-text query.")
+    kind: Literal["fact", "lesson", "decision", "navigation", "day"] | None = None
+    target: Literal["long_term", "daily"] | None = None
+    date: Date | None = None
+    limit: int = Field(5, ge=1, le=5)
+    offset: int = Field(0, ge=0)
+
+
+class MemoryStatusArgs(Strict):
+    pass
+
+
+class MemoryForgetArgs(Strict):
+    id: str = Field(description="The mem_ id of a learned note to forget.")
+
+
+class MemoryRestoreArgs(Strict):
+    recoveryId: str = Field(description="The rec_ id memory_forget returned.")
+
+
+class ScratchpadArgs(Strict):
+    action: Literal["list", "add", "done", "undo", "clear"] = Field(
+        description="list items, add one (text), mark done / undo (itemId), clear completed."
+    )
+    text: str | None = Field(None, min_length=1, max_length=SCRATCHPAD_TEXT_MAX)
+    itemId: str | None = None
+
+
+class EvidenceOut(Schema):
+    repositoryId: str | None
+    path: str
+    commit: str
+    quote: str | None
+
+
+class EntryOut(Schema):
+    id: str
+    kind: str
+    target: str
+    scope: str
+    day: Date | None
+    content: str
+    contentTruncated: bool = False
+    summary: str | None
+    tags: list[str]
+    trust: str
+    status: str
+    createdByStage: str | None
+    createdByAgentId: str | None
+    originRunId: str | None
+    topLevelRunId: str | None
+    step: str | None
+    taskKey: str | None
+    producerStatus: str
+    evidence: EvidenceOut | None
+    expiresAt: datetime | None
+    createdAt: datetime
+
+
+class RecoveryOut(Schema):
+    recoveryId: str
+    id: str
+    kind: str
+    target: str
+    scope: str
+    content: str
+    previousStatus: str
+    forgottenAt: datetime
+
+
+class PageOut(Schema):
+    entries: list[dict[str, Any]]
+    nextOffset: int | None
+
+
+class DatesOut(Schema):
+    dates: list[dict[str, Any]]
+    nextOffset: int | None
+
+
+class WriteOut(Schema):
+    id: str
+    trust: str
+    status: str
+    created: bool
+
+
+class StatusOut(Schema):
+    enabled: bool
+    noteCount: int
+    accessMode: Literal["learned", "reviewed"]
+    revision: int
+    fingerprint: str
+
+
+class ForgetOut(Schema):
+    recoveryId: str
+    id: str
+
+
+class RestoreOut(Schema):
+    id: str
+    status: str
+
+
+class ScratchpadItemOut(Schema):
+    itemId: str
+    text: str
+    done: bool
+
+
+class ScratchpadOut(Schema):
+    items: list[ScratchpadItemOut] | None = None
+    itemId: str | None = None
+    done: bool | None = None
+    removed: int | None = None
+
+
+class ToolDefinition(Schema):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ToolsOut(Schema):
+    enabled: bool
+    eligible: bool
+    accessMode: str
+    tools: list[ToolDefinition]
+
+
+# --- Agent memory v1 --------------------------------------------------------------------------
+
+
+class MemorySaveIn(Strict):
+    text: str = Field(min_length=1, description=f"The fact, at most {FACT_MAX} characters.")
+    expiresAt: datetime | None = None
+    supersedes: str | None = None
+    agentId: str | None = None
+
+
+class DayIn(Strict):
+    line: str = Field(min_length=1, description=f"One line, at most {DAY_LINE_MAX} characters.")
+
+
+class RecallIn(Strict):
+    query: str | None = Field(None, max_length=RECALL_QUERY_MAX)
+    start: bool = False
+    agentId: str | None = None
+
+
+class ArchiveIn(Strict):
+    reason: str = Field(min_length=1, max_length=ARCHIVE_REASON_MAX)
+
+
+class MemoryOut(Schema):
+    id: str
+    object: Literal["memory"] = "memory"
+    agentId: str
+    kind: str
+    day: Date | None
+    text: str
+    expiresAt: datetime | None
+    expired: bool
+    status: str
+    archiveReason: str | None
+    archivedAt: datetime | None
+    supersedesId: str | None
+    sourceRunId: str | None
+    sourceTaskKey: str | None
+    createdByAgentId: str | None
+    createdByUserId: str | None
+    recallCount: int
+    lastRecalledAt: datetime | None
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class MemoryListOut(Schema):
+    object: Literal["list"] = "list"
+    data: list[MemoryOut]
+
+
+class RecalledMemoryOut(MemoryOut):
+    score: float | None
+
+
+class RecallOut(Schema):
+    object: Literal["recall"] = "recall"
+    agentId: str
+    skipped: bool
+    fallback: str | None
+    memories: list[RecalledMemoryOut]
+    dayLog: list[str]
+    block: str
+    tokens: int
+
+
+# --- Admin ------------------------------------------------------------------------------------
+
+
+class EnabledIn(Strict):
+    enabled: bool
+
+
+class StateIn(Strict):
+    state: Literal["approved", "rejected"]
+
+
+class ProjectIn(Strict):
+    id: str
+    name: str = ""
+
+
+class MemberIn(Strict):
+    username: str
+    role: Literal["member", "manager"] = "member"
+
+
+class ApplicationIn(Strict):
+    id: str
+    name: str = ""
+
+
+class RepositoryIn(Strict):
+    id: str
+    path: str
+
+
+class LinkIn(Strict):
+    revision: str = Field(min_length=1, max_length=256)
+
+
+class AgentIn(Strict):
+    name: str
+    stage: Literal["assess", "understand", "design", "implement", "review", "runtime"]
+    applicationId: str | None = None
+
+
+class RunIn(Strict):
+    agentId: str
+    parentRunId: str | None = None
+    taskKey: str | None = Field(None, max_length=64)
+    scopes: list[Literal["read", "write"]] | None = None
+
+
+class RunStatusIn(Strict):
+    status: Literal["running", "succeeded", "failed"]
+
+
+class IdOut(Schema):
+    id: str
+
+
+class RunOut(Schema):
+    id: str
+    token: str
+    topLevelRunId: str
+    scopes: list[str]
+
+
+class LinkOut(Schema):
+    applicationId: str
+    repositoryId: str
+    revision: str
+
+
+class MemberOut(Schema):
+    username: str
+    role: str
+
+
+class SettingOut(Schema):
+    enabled: bool
+    revision: int
+    revocationEpoch: int
+    changedAt: datetime | None
+    lastWriteAt: datetime | None
+
+
+class AdminNoteOut(Schema):
+    id: str
+    kind: str
+    target: str
+    scope: str
+    applicationId: str | None
+    ownerAgentId: str | None
+    day: Date | None
+    content: str
+    summary: str | None
+    tags: list[str]
+    trust: str
+    state: str
+    status: str
+    archiveReason: str | None
+    vetoedBy: str | None
+    createdByStage: str | None
+    createdByAgentId: str | None
+    createdByUserId: str | None
+    originRunId: str | None
+    producerStatus: str
+    taskKey: str | None
+    evidence: EvidenceOut | None
+    recoveryId: str | None
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class AdminMemoryOut(Schema):
+    projectId: str
+    setting: SettingOut
+    counts: dict[str, Any]
+    notes: list[AdminNoteOut]
+    limit: int
+    offset: int
+    nextOffset: int | None
+
+
+class NoteStateOut(Schema):
+    id: str
+    status: str
+    trust: str
+    archiveReason: str | None
+
+
+class ErrorBody(Schema):
+    code: str
+    message: str
+    hint: str
+    field: str | None = None
+    reason: str | None = None
+
+
+class ErrorOut(Schema):
+    error: ErrorBody
+
+
+def responses(ok: dict) -> dict:
+    """A route's documented answers: its success body plus the error envelope for every
+    4xx and 5xx (what schemathesis checks responses against)."""
+    return {**ok, ERROR_STATUSES: ErrorOut}
+
+
+ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 429, 500})

@@ -1,0 +1,60 @@
+"""API personas: a bearer token for every actor of the `world` fixture."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from memory_portal.memory import services
+
+
+class Api:
+    def __init__(self, client: Client):
+        self.client = client
+
+    def call(self, method: str, path: str, token: str | None = None, body=None, **extra):
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+        headers.update(extra)
+        kwargs = {}
+        if body is not None:
+            kwargs = {"data": json.dumps(body), "content_type": "application/json"}
+        response = getattr(self.client, method.lower())(path, **kwargs, **headers)
+        return response
+
+    def get(self, path, token=None, **kw):
+        return self.call("GET", path, token, **kw)
+
+    def post(self, path, token=None, body=None, **kw):
+        return self.call("POST", path, token, body if body is not None else {}, **kw)
+
+    def tool(self, name, token, body=None):
+        return self.post(f"/api/tools/{name}", token, body or {})
+
+
+def error_code(response) -> str:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert body["error"]["message"] and body["error"]["hint"], body
+    return body["error"]["code"]
+
+
+@pytest.fixture
+def api(client):
+    return Api(client)
+
+
+@pytest.fixture
+def tokens(world):
+    t = type("Tokens", (), {})()
+    t.agent = services.token_create(actor=None, run=world.run)[1]
+    t.agent2 = services.token_create(actor=None, run=world.run2)[1]
+    t.reviewer = services.token_create(actor=None, run=world.reviewer_run)[1]
+    t.implementer = services.token_create(actor=None, run=world.implementer_run)[1]
+    t.agent_readonly = services.token_create(actor=None, run=world.run, can_write=False)[1]
+    t.manager = services.token_create(actor=None, user=world.manager)[1]
+    t.member = services.token_create(actor=None, user=world.member)[1]
+    t.outsider = services.token_create(actor=None, user=world.outsider)[1]
+    t.manager_readonly = services.token_create(actor=None, user=world.manager, can_write=False)[1]
+    return t

@@ -1,0 +1,175 @@
+"""`/api/admin`: project memory management and orchestration, with its authorization matrix."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_portal.memory import services
+from memory_portal.memory.models import AuditEvent, MemorySetting, Note, Run
+
+from .conftest import error_code
+
+BASE = "/api/admin/projects/acme-web"
+
+
+def note(world, content="Deploys need the VPN on."):
+    return services.note_write(actor=world.as_agent, kind="fact", content=content).note
+
+
+def test_memory_page_lists_settings_and_notes(api, tokens, world):
+    for i in range(3):
+        note(world, f"Note {i}")
+    body = api.get(f"{BASE}/memory?limit=2&offset=0", tokens.manager).json()
+    assert body["projectId"] == "acme-web" and body["setting"]["enabled"] is True
+    assert body["counts"]["total"] == 3 and len(body["notes"]) == 2 and body["nextOffset"] == 2
+    row = body["notes"][0]
+    assert row["trust"] == "learned" and row["state"] == "learned"
+    assert row["createdByAgentId"] == world.agent.id and row["producerStatus"] == "running"
+    rest = api.get(f"{BASE}/memory?limit=2&offset=2", tokens.manager).json()
+    assert len(rest["notes"]) == 1 and rest["nextOffset"] is None
+
+
+def test_enable_disable_reset(api, tokens, world):
+    response = api.call("PUT", f"{BASE}/memory", tokens.manager, {"enabled": False})
+    assert response.status_code == 204 and response.content == b""
+    assert not MemorySetting.objects.get(project=world.project).enabled
+    assert api.call("PUT", f"{BASE}/memory", tokens.manager, {"enabled": True}).status_code == 204
+    assert MemorySetting.objects.get(project=world.project).enabled
+    note(world)
+    assert api.call("DELETE", f"{BASE}/memory", tokens.manager).status_code == 204
+    assert not Note.objects.exists()
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"memory.disable", "memory.enable", "memory.reset"} <= actions
+
+
+def test_review_forget_restore_veto_undo(api, tokens, world):
+    n = note(world)
+    response = api.call("PATCH", f"{BASE}/memory/{n.id}", tokens.manager, {"state": "approved"})
+    assert response.status_code == 204
+    assert Note.objects.get(pk=n.id).trust == "reviewed"
+    api.call("PATCH", f"{BASE}/memory/{n.id}", tokens.manager, {"state": "rejected"})
+    assert Note.objects.get(pk=n.id).trust == "rejected"
+    forgotten = api.post(f"{BASE}/memory/{n.id}/forget", tokens.manager).json()
+    assert forgotten["recoveryId"].startswith("rec_")
+    restored = api.post(
+        f"{BASE}/memory/recoveries/{forgotten['recoveryId']}/restore", tokens.manager
+    ).json()
+    assert restored == {"id": n.id}
+    assert Note.objects.get(pk=n.id).trust == "rejected"
+    other = note(world, "Another")
+    vetoed = api.post(f"{BASE}/memory/{other.id}/veto", tokens.member).json()
+    assert vetoed["status"] == "archived" and vetoed["archiveReason"] == "vetoed"
+    undone = api.post(f"{BASE}/memory/{other.id}/undo", tokens.member).json()
+    assert undone["status"] == "active" and undone["archiveReason"] is None
+
+
+@pytest.mark.parametrize(
+    ("persona", "status", "code"),
+    [
+        ("member", 403, "memory_forbidden"),
+        ("outsider", 404, "not_found"),
+        ("agent", 403, "memory_forbidden"),
+        ("manager_readonly", 403, "memory_tool_forbidden"),
+    ],
+)
+def test_management_needs_a_manager(api, tokens, world, persona, status, code):
+    n = note(world)
+    token = getattr(tokens, persona)
+    calls = [
+        api.call("PUT", f"{BASE}/memory", token, {"enabled": False}),
+        api.call("DELETE", f"{BASE}/memory", token),
+        api.call("PATCH", f"{BASE}/memory/{n.id}", token, {"state": "approved"}),
+        api.post(f"{BASE}/memory/{n.id}/forget", token),
+    ]
+    for response in calls:
+        assert response.status_code == status, response.content
+        assert error_code(response) == code
+    assert Note.objects.get(pk=n.id).trust == "learned"
+    assert MemorySetting.objects.get(project=world.project).enabled
+
+
+def test_outsider_cannot_list(api, tokens):
+    response = api.get(f"{BASE}/memory", tokens.outsider)
+    assert response.status_code == 404 and error_code(response) == "not_found"
+    assert error_code(api.get(f"{BASE}/memory", tokens.member)) == "memory_forbidden"
+
+
+def test_unknown_state_and_foreign_note(api, tokens, world, make_user):
+    from tests.conftest import build_world
+
+    other = build_world(make_user, slug="payments")
+    foreign = services.note_write(actor=other.as_agent, kind="fact", content="Elsewhere").note
+    response = api.call(
+        "PATCH", f"{BASE}/memory/{foreign.id}", tokens.manager, {"state": "approved"}
+    )
+    assert response.status_code == 404 and error_code(response) == "memory_not_found"
+    n = note(world)
+    bad = api.call("PATCH", f"{BASE}/memory/{n.id}", tokens.manager, {"state": "reviewed"})
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "state"
+
+
+def test_orchestration_lifecycle(api, tokens, world, make_user, tmp_path):
+    from tests.memory.test_evidence import make_repo
+
+    admin = services.token_create(actor=None, user=make_user("root", superuser=True))[1]
+    assert api.post("/api/admin/projects", tokens.manager, {"id": "x"}).status_code == 403
+    created = api.post("/api/admin/projects", admin, {"id": "billing-svc", "name": "Billing"})
+    assert created.status_code == 201 and created.json() == {"id": "billing-svc"}
+    base = "/api/admin/projects/billing-svc"
+    member = api.post(
+        f"{base}/members", admin, {"username": world.manager.username, "role": "manager"}
+    )
+    assert member.json() == {"username": world.manager.username, "role": "manager"}
+    app = api.post(f"{base}/applications", tokens.manager, {"id": "ledger", "name": "Ledger"})
+    assert app.status_code == 201
+    path, sha = make_repo(tmp_path, {"README.md": "# Ledger\n"})
+    repo = api.post("/api/admin/repositories", admin, {"id": "ledger-main", "path": path})
+    assert repo.status_code == 201
+    link = api.call(
+        "PUT",
+        f"{base}/applications/ledger/repositories/ledger-main",
+        tokens.manager,
+        {"revision": "HEAD"},
+    )
+    assert link.json() == {
+        "applicationId": "ledger",
+        "repositoryId": "ledger-main",
+        "revision": sha,
+    }
+    agent = api.post(
+        f"{base}/agents",
+        tokens.manager,
+        {"name": "Ledger helper", "stage": "runtime", "applicationId": "ledger"},
+    )
+    agent_id = agent.json()["id"]
+    run = api.post(f"{base}/runs", tokens.manager, {"agentId": agent_id, "taskKey": "PIN-7"})
+    assert run.status_code == 201
+    run_body = run.json()
+    assert run_body["token"].startswith("mp_") and run_body["scopes"] == ["read", "write"]
+    child = api.post(
+        f"{base}/runs",
+        tokens.manager,
+        {"agentId": agent_id, "parentRunId": run_body["id"], "scopes": ["read"]},
+    )
+    assert child.json()["topLevelRunId"] == run_body["id"] and child.json()["scopes"] == ["read"]
+    # The fresh run token works (memory is off in a new project).
+    tools = api.get("/api/tools", run_body["token"]).json()
+    assert tools["enabled"] is False
+    finished = api.call(
+        "PATCH", f"{base}/runs/{run_body['id']}", tokens.manager, {"status": "succeeded"}
+    )
+    assert finished.status_code == 204
+    assert Run.objects.get(pk=run_body["id"]).status == "succeeded"
+    deleted = api.call("DELETE", f"{base}/runs/{run_body['id']}", tokens.manager)
+    assert deleted.status_code == 204
+    gone = api.get("/api/tools", run_body["token"])
+    assert gone.status_code == 401 and error_code(gone) == "auth_invalid"
+
+
+def test_run_creation_refusals(api, tokens, world):
+    response = api.post(f"{BASE}/runs", tokens.member, {"agentId": world.agent.id})
+    assert response.status_code == 403
+    response = api.post(f"{BASE}/runs", tokens.manager, {"agentId": "agt_missing"})
+    assert response.status_code == 404
+    response = api.post(f"{BASE}/agents", tokens.manager, {"name": "X", "stage": "wizard"})
+    assert response.status_code == 400 and response.json()["error"]["field"] == "stage"

@@ -1,0 +1,83 @@
+"""Authentication and the one error envelope: missing / bad tokens, unknown routes and
+methods, the session cookie, deleted runs and unexpected failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_portal.memory import services
+from memory_portal.memory.errors import CODES
+
+from .conftest import error_code
+
+
+def test_missing_token(api):
+    response = api.get("/api/tools")
+    assert response.status_code == 401 and error_code(response) == "auth_required"
+    assert api.post("/api/v1/memories", None, {"text": "x"}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Bearer", "Bearer nonsense", "Basic dXNlcjpwYXNz", "Bearer mp_000000000000_nope", "Token x"],
+)
+def test_invalid_token(api, db, header):
+    response = api.client.get("/api/tools", HTTP_AUTHORIZATION=header)
+    assert response.status_code == 401 and error_code(response) == "auth_invalid"
+
+
+def test_revoked_and_deleted_run_tokens(api, world):
+    token, plaintext = services.token_create(actor=None, run=world.run)
+    services.token_revoke(actor=None, token=token)
+    assert error_code(api.get("/api/tools", plaintext)) == "auth_invalid"
+    _, live = services.token_create(actor=None, run=world.run2)
+    services.run_delete(actor=None, run=world.run2)
+    assert error_code(api.get("/api/tools", live)) == "auth_invalid"
+
+
+def test_session_cookie_is_never_accepted(api, world):
+    api.client.force_login(world.manager)
+    response = api.get("/api/admin/projects/acme-web/memory")
+    assert response.status_code == 401 and error_code(response) == "auth_required"
+
+
+def test_unknown_route_and_method(api, tokens):
+    response = api.get("/api/nothing/here", tokens.agent)
+    assert response.status_code == 404 and error_code(response) == "not_found"
+    response = api.call("DELETE", "/api/tools/memory_write", tokens.agent)
+    assert response.status_code == 405 and error_code(response) == "method_not_allowed"
+
+
+def test_malformed_json(api, tokens):
+    response = api.client.post(
+        "/api/tools/memory_write",
+        data="{not json",
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {tokens.agent}",
+    )
+    assert response.status_code == 400 and error_code(response) == "memory_invalid"
+
+
+def test_unexpected_failure_is_a_500_envelope_without_details(api, tokens, monkeypatch):
+    from memory_portal.memory import services as services_module
+
+    def explode(**kwargs):
+        raise RuntimeError("boom: secret note body")
+
+    monkeypatch.setattr(services_module, "note_write", explode)
+    response = api.tool("memory_write", tokens.agent, {"kind": "fact", "content": "x"})
+    assert response.status_code == 500 and error_code(response) == "internal_error"
+    assert "boom" not in response.content.decode()
+
+
+def test_every_error_code_has_status_and_hint():
+    for code, spec in CODES.items():
+        assert 400 <= spec.status < 600 and spec.hint, code
+
+
+def test_openapi_and_docs_are_served(client):
+    schema = client.get("/api/openapi.json").json()
+    assert schema["info"]["title"] == "Memory Portal API"
+    assert "/api/tools/memory_write" in schema["paths"]
+    assert "/api/v1/memories/recall" in schema["paths"]
+    assert client.get("/api/docs").status_code == 200

@@ -260,3 +260,29 @@ def test_refused_write_of_forgotten_content(api, tokens):
     api.tool("memory_forget", tokens.agent, {"id": note_id})
     response = api.tool("memory_write", tokens.agent, LESSON)
     assert response.status_code == 409 and error_code(response) == "memory_forgotten"
+
+
+@pytest.mark.parametrize("case", ["project_full", "rejected", "vetoed", "scratchpad_full"])
+def test_remaining_refusal_codes_over_http(api, tokens, world, settings, case):
+    expected = {
+        "project_full": (409, "memory_project_full"),
+        "rejected": (409, "memory_rejected"),
+        "vetoed": (409, "memory_vetoed"),
+        "scratchpad_full": (409, "scratchpad_full"),
+    }[case]
+    if case == "project_full":
+        settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "PROJECT_NOTE_CAP": 1}
+        api.tool("memory_write", tokens.agent, {"kind": "fact", "content": "one"})
+        response = api.tool("memory_write", tokens.agent2, {"kind": "fact", "content": "two"})
+    elif case == "scratchpad_full":
+        for i in range(100):
+            api.tool("scratchpad", tokens.agent, {"action": "add", "text": f"item {i}"})
+        response = api.tool("scratchpad", tokens.agent, {"action": "add", "text": "one more"})
+    else:
+        note_id = api.tool("memory_write", tokens.agent, LESSON).json()["id"]
+        if case == "rejected":
+            services.note_reject(actor=world.as_manager, note_id=note_id)
+        else:
+            services.note_veto(actor=world.as_member, note_id=note_id)
+        response = api.tool("memory_write", tokens.agent2, LESSON)
+    assert (response.status_code, error_code(response)) == expected

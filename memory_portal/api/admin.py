@@ -51,7 +51,7 @@ def _state(note) -> dict:
 
 class PageQuery(Schema):
     limit: int = Field(20, ge=1, le=100)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=s.OFFSET_MAX)
 
 
 # --- Project memory ---------------------------------------------------------------------------

@@ -22,6 +22,10 @@ from memory_portal.memory.validation import (
     TAGS_MAX,
 )
 
+# Offsets past every note a project can hold (2,000) only find empty pages; the bound keeps
+# absurd values from overflowing the database's integers.
+OFFSET_MAX = 100_000
+
 
 class Strict(Schema):
     """Unknown fields are refused (400 memory_invalid naming the field): the model never
@@ -74,7 +78,9 @@ class MemoryReadArgs(Strict):
     date: Date | None = Field(None, description="The UTC date of a daily log (default today).")
     kind: Literal["fact", "lesson", "decision", "navigation", "day"] | None = None
     limit: int = Field(5, ge=1, le=5, description="1–5 entries per page.")
-    offset: int = Field(0, ge=0, description="Continue at a previous answer's nextOffset.")
+    offset: int = Field(
+        0, ge=0, le=OFFSET_MAX, description="Continue at a previous answer's nextOffset."
+    )
 
 
 class MemorySearchArgs(Strict):
@@ -83,7 +89,7 @@ class MemorySearchArgs(Strict):
     target: Literal["long_term", "daily"] | None = None
     date: Date | None = None
     limit: int = Field(5, ge=1, le=5)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=OFFSET_MAX)
 
 
 class MemoryStatusArgs(Strict):

@@ -41,6 +41,7 @@ def require_member(actor: Actor, project: Project) -> str:
 
 
 def require_manager(actor: Actor, project: Project) -> None:
+    """Every manager action changes something, so a read-only token is refused too."""
     if actor.is_agent:
         raise MemoryPortalError(
             "memory_forbidden",
@@ -53,11 +54,14 @@ def require_manager(actor: Actor, project: Project) -> None:
             f"Managing memory of {project.slug} needs the manager role.",
             hint="Ask a project manager.",
         )
+    require_writer(actor)
 
 
 def require_person(actor: Actor, *, code: str = "memory_forbidden", what: str = "this") -> None:
+    """A person's change (veto, undo, edit, re-verify); a read-only token may not make it."""
     if not actor.is_person:
         raise MemoryPortalError(code, f"Only a person can do {what}.")
+    require_writer(actor)
 
 
 def require_writer(actor: Actor) -> None:

@@ -19,7 +19,21 @@ SKIPPED = {"/api/admin/repositories"}
 
 
 @pytest.fixture
-def bearer(world):
+def keep_connection():
+    """Django's test client stops the request signals from closing the test's connection;
+    schemathesis calls the WSGI app directly, so do the same here."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def bearer(world, keep_connection):
     """A manager's user token and an agent run's token, both with write scope."""
     return {
         "person": services.token_create(actor=None, user=world.manager)[1],

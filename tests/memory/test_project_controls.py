@@ -236,3 +236,23 @@ def test_delete_project_cascades_everything_and_keeps_the_audit(world, make_user
     assert not Note.objects.exists()
     event = AuditEvent.objects.filter(action="project.delete").get()
     assert event.target_ref == "acme-web" and event.details == {"notes": 1}
+
+
+def test_read_only_person_tokens_change_nothing(world):
+    readonly = Actor.person(world.manager, can_write=False)
+    note = services.note_write(actor=world.as_agent, kind="fact", content="A fact").note
+    for call in (
+        lambda: services.note_approve(actor=readonly, note_id=note.id),
+        lambda: services.note_veto(actor=readonly, note_id=note.id),
+        lambda: services.note_forget(actor=readonly, note_id=note.id),
+        lambda: services.memory_disable(actor=readonly, project=world.project),
+        lambda: services.memory_reset(actor=readonly, project=world.project),
+    ):
+        with refused("memory_tool_forbidden", world.project):
+            call()
+
+
+def test_system_can_switch_memory(world):
+    services.memory_disable(actor=None, project=world.project)
+    assert last_event(world.project, "memory.disable").actor_label == "system"
+    services.memory_enable(actor=None, project=world.project)

@@ -246,3 +246,8 @@ def test_revision_bumps_once_per_write(world):
     write(world.as_agent, content="a")
     write(world.as_agent, content="b")
     assert MemorySetting.objects.get(project=world.project).revision == rev + 2
+
+
+def test_daily_note_date_cannot_be_in_the_future(world):
+    with refused("memory_invalid", world.project, field="date"):
+        write(world.as_agent, target="daily", day=timezone.now().date() + timedelta(days=1))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from .. import fastsql
 from ..actors import Actor
 from ..models import AuditEvent, MemorySetting, Note, Project
 
@@ -34,7 +35,12 @@ def bump(setting: MemorySetting, *, wrote_note: bool = False, **fields) -> None:
     setting.save(update_fields=update)
 
 
-def audit(
+def audit(**kwargs) -> AuditEvent:
+    """Record who did what. `details` carries ids, counts and reasons, never note content."""
+    return fastsql.insert(audit_event(**kwargs))
+
+
+def audit_event(
     *,
     actor: Actor | None,
     action: str,
@@ -44,7 +50,7 @@ def audit(
     target: str = "",
     details: dict | None = None,
 ) -> AuditEvent:
-    """Record who did what. `details` carries ids, counts and reasons, never note content."""
+    """The unsaved audit row of an action (see `audit`)."""
     event = AuditEvent(
         project=project,
         project_ref=project.slug if project is not None else "",
@@ -63,5 +69,4 @@ def audit(
         event.actor_agent_id = actor.run.agent_id
         event.actor_run_id = actor.run.pk
         event.actor_label = actor.run.agent.name
-    event.save()
     return event

@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .. import evidence as evidence_checks
+from .. import fastsql
 from ..access import check_agent_gate, require_manager, require_member, require_person
 from ..actors import Actor
 from ..errors import MemoryPortalError, invalid
@@ -48,7 +49,7 @@ from ..validation import (
     require_text,
     tags_to_text,
 )
-from ._common import audit, bump, lock_setting
+from ._common import audit, audit_event, bump, lock_setting
 
 TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
 TOOL_SCOPES = {Scope.PROJECT, Scope.APPLICATION}
@@ -82,47 +83,52 @@ def _provenance(actor: Actor, note: Note, *, step: str = "") -> None:
         note.created_by_user = actor.user
 
 
-def _refuse_resurrection(project: Project, content_hash: str) -> Note | None:
-    """Under the lock: an identical active note is returned (idempotent write); identical content
-    that was forgotten, rejected or vetoed is refused — a write never brings it back."""
-    same = list(
-        Note.objects.filter(project=project, content_hash=content_hash).only(
-            "id", "status", "trust", "archive_reason"
-        )
-    )
-    active = next((n for n in same if n.status == Status.ACTIVE), None)
-    if active is not None and active.trust == Trust.REJECTED:
+def _refuse_resurrection(same: list[tuple[str, str, str, str]]) -> str | None:
+    """Under the lock: the id of an identical active note (an idempotent write returns it);
+    identical content that was forgotten, rejected or vetoed is refused — a write never
+    brings it back. `same` holds (id, status, trust, archive_reason) of identical notes."""
+    active = next((row for row in same if row[1] == Status.ACTIVE), None)
+    if active is not None and active[2] == Trust.REJECTED:
         raise MemoryPortalError(
-            "memory_rejected", f"Identical content was rejected by a manager ({active.pk})."
+            "memory_rejected", f"Identical content was rejected by a manager ({active[0]})."
         )
     if active is not None:
-        return active
-    if any(n.status == Status.FORGOTTEN for n in same):
-        forgotten = next(n for n in same if n.status == Status.FORGOTTEN)
-        raise MemoryPortalError(
-            "memory_forgotten", f"Identical content was forgotten ({forgotten.pk})."
-        )
-    if any(n.trust == Trust.REJECTED for n in same):
+        return active[0]
+    for note_id, status, _trust, _reason in same:
+        if status == Status.FORGOTTEN:
+            raise MemoryPortalError(
+                "memory_forgotten", f"Identical content was forgotten ({note_id})."
+            )
+    if any(trust == Trust.REJECTED for _id, _status, trust, _reason in same):
         raise MemoryPortalError("memory_rejected", "Identical content was rejected by a manager.")
-    if any(n.is_vetoed for n in same):
-        vetoed = next(n for n in same if n.is_vetoed)
-        raise MemoryPortalError("memory_vetoed", f"Identical content was vetoed ({vetoed.pk}).")
+    for note_id, status, _trust, reason in same:
+        if status == Status.ARCHIVED and reason == REASON_VETOED:
+            raise MemoryPortalError("memory_vetoed", f"Identical content was vetoed ({note_id}).")
     return None
 
 
-def _check_caps(actor: Actor, project: Project) -> None:
+def _check_caps(actor: Actor, project: Project, check: fastsql.WriteCheck) -> None:
     cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
-    if Note.objects.filter(project=project).count() >= cap:
+    if check.total >= cap:
         raise MemoryPortalError(
             "memory_project_full", f"Project {project.slug} stores {cap} notes, its limit."
         )
-    if actor.is_agent:
-        quota = settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"]
-        top = actor.run.top_level_run_id
-        if Note.objects.filter(project=project, top_level_run_id=top).count() >= quota:
-            raise MemoryPortalError(
-                "memory_run_quota", f"Run {top} already wrote {quota} new notes."
-            )
+    quota = settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"]
+    if actor.is_agent and check.by_run >= quota:
+        raise MemoryPortalError(
+            "memory_run_quota",
+            f"Run {actor.run.top_level_run_id} already wrote {quota} new notes.",
+        )
+
+
+def _write_check(actor: Actor, project: Project, content_hash: str) -> fastsql.WriteCheck:
+    top = actor.run.top_level_run_id if actor.is_agent else ""
+    return fastsql.write_check(project.pk, content_hash, top)
+
+
+def _current_setting(project: Project):
+    """The switch and epoch as they are now, read outside the lock (step 1 of the protocol)."""
+    return fastsql.read_setting_row(project.pk) or setting_get(project=project)
 
 
 def _check_epoch(setting: MemorySetting, epoch: int) -> None:
@@ -143,54 +149,76 @@ def _insert(
     supersede_id: str | None = None,
     action: str = "note.write",
 ) -> WriteResult:
-    """Step 2 of the protocol, retried once when a concurrent identical insert wins the unique
-    constraint (step 3): the retry then finds that note and returns its id."""
+    """Step 2 of the protocol, retried once when a concurrent identical insert wins the
+    unique constraint (step 3): the retry then finds that note and returns its id."""
     for attempt in (1, 2):
         try:
             with transaction.atomic():
-                setting = lock_setting(project)
-                _check_epoch(setting, epoch)
-                check_agent_gate(actor, setting, write=True)
-                existing = _refuse_resurrection(project, note.content_hash)
-                old = _lock_superseded(actor, project, supersede_id) if supersede_id else None
-                if existing is not None:
-                    if old is not None:
-                        raise MemoryPortalError(
-                            "memory_duplicate_active",
-                            f"The replacement text is already live as {existing.pk}.",
-                        )
-                    return WriteResult(existing, created=False)
-                _check_caps(actor, project)
-                now = timezone.now()
-                note.created_at = note.updated_at = now
-                if old is not None:
-                    note.supersedes = old
-                note.save(force_insert=True)
-                details = {"kind": note.kind, "scope": note.scope, "target": note.target}
-                if old is not None:
-                    old.status = Status.ARCHIVED
-                    old.archive_reason = REASON_SUPERSEDED
-                    old.archived_at = now
-                    old.superseded_by = note
-                    old.updated_at = now
-                    old.save(
-                        update_fields=[
-                            "status",
-                            "archive_reason",
-                            "archived_at",
-                            "superseded_by",
-                            "updated_at",
-                        ]
-                    )
-                    details["supersedes"] = old.pk
-                bump(setting, wrote_note=True)
-                audit(actor=actor, action=action, project=project, note=note, details=details)
-                return WriteResult(note, created=True)
+                existing_id = _insert_locked(
+                    actor=actor,
+                    project=project,
+                    epoch=epoch,
+                    note=note,
+                    supersede_id=supersede_id,
+                    action=action,
+                )
+                if existing_id is not None:
+                    transaction.set_rollback(True)  # undo the revision bump: nothing changed
         except IntegrityError:
             if attempt == 2:
                 raise
             note = _fresh_copy(note)
+            continue
+        if existing_id is not None:
+            return WriteResult(Note.objects.get(pk=existing_id), created=False)
+        return WriteResult(note, created=True)
     raise AssertionError("unreachable")
+
+
+def _insert_locked(
+    *,
+    actor: Actor,
+    project: Project,
+    epoch: int,
+    note: Note,
+    supersede_id: str | None,
+    action: str,
+) -> str | None:
+    """Under the setting-row lock, on hand-built SQL (memory/fastsql.py): the epoch, the gate,
+    idempotency and never-resurrect, both caps, then the insert and its audit event. Returns
+    the id of an identical live note instead of inserting, when there is one."""
+    now = timezone.now()
+    setting = fastsql.lock_and_bump(project.pk, now=now)
+    if setting is None:  # a project made before its setting row: make the row first
+        lock_setting(project)
+        setting = fastsql.lock_and_bump(project.pk, now=now)
+    _check_epoch(setting, epoch)
+    check_agent_gate(actor, setting, write=True)
+    check = _write_check(actor, project, note.content_hash)
+    existing_id = _refuse_resurrection(check.same)
+    old = _lock_superseded(actor, project, supersede_id) if supersede_id else None
+    if existing_id is not None:
+        if old is not None:
+            raise MemoryPortalError(
+                "memory_duplicate_active",
+                f"The replacement text is already live as {existing_id}.",
+            )
+        return existing_id
+    _check_caps(actor, project, check)
+    note.created_at = note.updated_at = now
+    details = {"kind": note.kind, "scope": note.scope, "target": note.target}
+    if old is not None:
+        note.supersedes = old
+        details["supersedes"] = old.pk
+    event = audit_event(actor=actor, action=action, project=project, note=note, details=details)
+    fastsql.insert_pair(note, event)
+    if old is not None:
+        old.status = Status.ARCHIVED
+        old.archive_reason = REASON_SUPERSEDED
+        old.archived_at = now
+        old.superseded_by = note
+        _save(old, "status", "archive_reason", "archived_at", "superseded_by")
+    return None
 
 
 def _fresh_copy(note: Note) -> Note:
@@ -288,7 +316,7 @@ def note_write(
     run = actor.run
     project = run.project
     # 1. Validate outside any lock; remember the epoch.
-    setting = setting_get(project=project)
+    setting = _current_setting(project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     if kind not in TOOL_KINDS:
@@ -301,6 +329,8 @@ def note_write(
         raise invalid("scope", "This run has no application; use scope project.")
     if target == Target.DAILY:
         day = day or _today()
+        if day > _today():
+            raise invalid("date", "A daily note's date cannot be in the future (UTC).")
     elif day is not None:
         raise invalid("date", "date applies to target daily only.")
     if expires_at is not None and expires_at <= timezone.now():
@@ -351,7 +381,7 @@ def fact_save(
     by a person naming it. Expires in 90 days unless `expires_at` says otherwise."""
     agent = agent_for_memories(actor=actor, agent_id=agent_id)
     project = agent.project
-    setting = setting_get(project=project)
+    setting = _current_setting(project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     fact = require_text("text", text, max_len=FACT_MAX, too_long_code="memory_text_too_long")
@@ -400,7 +430,7 @@ def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:
     code = "memory_text_too_long" if old.scope == Scope.AGENT else None
     text = require_text("content", content, max_len=limit, too_long_code=code)
     check_no_secret(content=text)
-    setting = setting_get(project=old.project)
+    setting = _current_setting(old.project)
     note = Note(
         project=old.project,
         application=old.application,
@@ -434,7 +464,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
     run = actor.run
     agent = run.agent
     project = run.project
-    setting = setting_get(project=project)
+    setting = _current_setting(project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     text = require_text("line", line, max_len=DAY_LINE_MAX, too_long_code="memory_text_too_long")
@@ -464,7 +494,8 @@ def day_append(*, actor: Actor, line: str) -> Note:
             row.save(update_fields=["content", "updated_at"])
             action = "day.append"
         else:
-            _check_caps(actor, project)
+            identity = day_row_identity(owner_agent_id=agent.pk, day=today)
+            _check_caps(actor, project, _write_check(actor, project, identity))
             row = Note(
                 project=project,
                 scope=Scope.AGENT,
@@ -473,7 +504,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
                 target=Target.DAILY,
                 day=today,
                 content=stamped,
-                content_hash=day_row_identity(owner_agent_id=agent.pk, day=today),
+                content_hash=identity,
                 created_at=now,
                 updated_at=now,
             )
@@ -797,3 +828,86 @@ def notes_mark_recalled(*, project: Project, note_ids: list[str]) -> int:
     return Note.objects.filter(project=project, pk__in=note_ids).update(
         recall_count=F("recall_count") + 1, last_recalled_at=timezone.now()
     )
+
+
+# --- The daily review's changes -----------------------------------------------------------
+
+
+def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
+    """Archive a duplicate fact as superseded by an existing live one of the same agent (the
+    daily review's merge: the newest copy stays)."""
+    with transaction.atomic():
+        old, setting = _locked_note(actor, note_id)
+        check_agent_gate(actor, setting, write=True)
+        keeper = Note.objects.select_for_update().filter(pk=into_id, project=old.project).first()
+        if keeper is None or keeper.status != Status.ACTIVE:
+            raise note_not_found(into_id)
+        if keeper.owner_agent_id != old.owner_agent_id or keeper.pk == old.pk:
+            raise MemoryPortalError(
+                "memory_agent_mismatch", "Only one agent's own facts can be merged."
+            )
+        if old.kind == Kind.DAY or keeper.kind == Kind.DAY:
+            raise MemoryPortalError("memory_day_append_only", "Day logs are not merged.")
+        if old.status != Status.ACTIVE:
+            raise MemoryPortalError("memory_supersede_archived", f"{old.pk} is not live.")
+        now = timezone.now()
+        old.status = Status.ARCHIVED
+        old.archive_reason = REASON_SUPERSEDED
+        old.archived_at = now
+        old.superseded_by = keeper
+        _save(old, "status", "archive_reason", "archived_at", "superseded_by")
+        bump(setting)
+        audit(
+            actor=actor,
+            action="note.merge",
+            project=old.project,
+            note=old,
+            details={"into": keeper.pk},
+        )
+    return old
+
+
+def note_renew(*, actor: Actor, note_id: str, expires_at: datetime) -> Note:
+    """Push a fact's expiry forward (the daily review renews facts still being recalled)."""
+    if expires_at <= timezone.now():
+        raise invalid("expiresAt", "expiresAt must be in the future.")
+    with transaction.atomic():
+        note, setting = _locked_note(actor, note_id)
+        check_agent_gate(actor, setting, write=True)
+        _require_own(actor, note)
+        if note.status != Status.ACTIVE:
+            raise invalid("id", f"{note.pk} is not live.")
+        previous = note.expires_at
+        note.expires_at = expires_at
+        _save(note, "expires_at")
+        bump(setting)
+        audit(
+            actor=actor,
+            action="note.renew",
+            project=note.project,
+            note=note,
+            details={
+                "from": previous.isoformat() if previous else None,
+                "to": expires_at.isoformat(),
+            },
+        )
+    return note
+
+
+def note_expire(*, actor: Actor, note_id: str) -> Note:
+    """Archive an expired fact with reason `expired` (the daily review's clean-up)."""
+    with transaction.atomic():
+        note, setting = _locked_note(actor, note_id)
+        check_agent_gate(actor, setting, write=True)
+        _require_own(actor, note)
+        if note.status != Status.ACTIVE:
+            return note
+        if not note.expired:
+            raise invalid("id", f"{note.pk} has not expired.")
+        note.status = Status.ARCHIVED
+        note.archive_reason = REASON_EXPIRED
+        note.archived_at = timezone.now()
+        _save(note, "status", "archive_reason", "archived_at")
+        bump(setting)
+        audit(actor=actor, action="note.expire", project=note.project, note=note)
+    return note

@@ -11,22 +11,31 @@ from ..models import MemorySetting, Note, Project, Recovery, ScratchpadItem
 from ._common import audit, bump, lock_setting
 
 
-def memory_enable(*, actor: Actor, project: Project) -> MemorySetting:
+def _require_manager(actor: Actor | None, project: Project) -> None:
+    if actor is not None:  # None is the system itself (management commands)
+        require_manager(actor, project)
+
+
+def _who(actor: Actor | None):
+    return actor.user if actor is not None else None
+
+
+def memory_enable(*, actor: Actor | None, project: Project) -> MemorySetting:
     """Eligible agents are offered memory tools from their next call."""
-    require_manager(actor, project)
+    _require_manager(actor, project)
     with transaction.atomic():
         setting = lock_setting(project)
         if setting.enabled:
             return setting
-        bump(setting, enabled=True, changed_by=actor.user, changed_at=timezone.now())
+        bump(setting, enabled=True, changed_by=_who(actor), changed_at=timezone.now())
         audit(actor=actor, action="memory.enable", project=project)
     return setting
 
 
-def memory_disable(*, actor: Actor, project: Project) -> MemorySetting:
+def memory_disable(*, actor: Actor | None, project: Project) -> MemorySetting:
     """Every agent call answers memory_disabled; the epoch advances so writes being validated
     fail. Notes, recoveries and scratchpads stay for re-enable."""
-    require_manager(actor, project)
+    _require_manager(actor, project)
     with transaction.atomic():
         setting = lock_setting(project)
         if not setting.enabled:
@@ -35,17 +44,17 @@ def memory_disable(*, actor: Actor, project: Project) -> MemorySetting:
             setting,
             enabled=False,
             revocation_epoch=setting.revocation_epoch + 1,
-            changed_by=actor.user,
+            changed_by=_who(actor),
             changed_at=timezone.now(),
         )
         audit(actor=actor, action="memory.disable", project=project)
     return setting
 
 
-def memory_reset(*, actor: Actor, project: Project) -> dict[str, int]:
+def memory_reset(*, actor: Actor | None, project: Project) -> dict[str, int]:
     """Delete every note, recovery record and scratchpad item of the project for good and
     advance the epoch; the switch keeps its state. Irreversible."""
-    require_manager(actor, project)
+    _require_manager(actor, project)
     with transaction.atomic():
         setting = lock_setting(project)
         recoveries = Recovery.objects.filter(project=project).delete()[0]
@@ -56,7 +65,7 @@ def memory_reset(*, actor: Actor, project: Project) -> dict[str, int]:
         bump(
             setting,
             revocation_epoch=setting.revocation_epoch + 1,
-            changed_by=actor.user,
+            changed_by=_who(actor),
             changed_at=timezone.now(),
         )
         counts = {"notes": notes, "recoveries": recoveries, "scratchpad_items": items}

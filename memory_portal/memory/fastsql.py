@@ -1,0 +1,143 @@
+"""Hand-built SQL for the write protocol's hot path. Inside the setting-row lock every
+millisecond of Python is a millisecond other writers of the project wait, and the ORM costs
+about ten times the SQL it sends (docs/PERFORMANCE.md). These helpers build each statement
+once from the model's own field definitions (so they cannot drift from the schema) and send it
+on a plain cursor; everything else keeps using the ORM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection, models
+
+_INSERTS: dict[tuple[type, str], tuple[str, list, bool]] = {}
+
+
+def _insert_plan(model: type[models.Model]) -> tuple[str, list, bool]:
+    key = (model, connection.vendor)
+    plan = _INSERTS.get(key)
+    if plan is None:
+        qn = connection.ops.quote_name
+        pk = model._meta.pk
+        auto_pk = isinstance(pk, models.AutoField)
+        fields = [f for f in model._meta.concrete_fields if not (auto_pk and f is pk)]
+        columns = ", ".join(qn(f.column) for f in fields)
+        values = ", ".join(["%s"] * len(fields))
+        sql = f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({values})"
+        if auto_pk:
+            sql += f" RETURNING {qn(pk.column)}"
+        plan = (sql, fields, auto_pk)
+        _INSERTS[key] = plan
+    return plan
+
+
+def _params(obj: models.Model, fields: list) -> list:
+    return [f.get_db_prep_save(getattr(obj, f.attname), connection=connection) for f in fields]
+
+
+def _saved(obj: models.Model) -> models.Model:
+    obj._state.adding = False
+    obj._state.db = connection.alias
+    return obj
+
+
+def insert(obj: models.Model) -> models.Model:
+    """INSERT one new model instance with every concrete field, as `save(force_insert=True)`
+    would, minus signals (no model here has any)."""
+    sql, fields, auto_pk = _insert_plan(type(obj))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _params(obj, fields))
+        if auto_pk:
+            obj.pk = cursor.fetchone()[0]
+    return _saved(obj)
+
+
+def insert_pair(first: models.Model, second: models.Model) -> None:
+    """INSERT two rows in one round trip on PostgreSQL (the first as a data-modifying CTE);
+    elsewhere, two statements. The second row's auto id is read back."""
+    if connection.vendor != "postgresql":
+        insert(first)
+        insert(second)
+        return
+    sql1, fields1, auto1 = _insert_plan(type(first))
+    sql2, fields2, _auto2 = _insert_plan(type(second))
+    if auto1:
+        raise ValueError("insert_pair: the first row needs its own id")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH first_row AS ({sql1}) {sql2}",
+            _params(first, fields1) + _params(second, fields2),
+        )
+        if _auto2:
+            second.pk = cursor.fetchone()[0]
+    _saved(first)
+    _saved(second)
+
+
+@dataclass
+class LockedSetting:
+    """The project's setting row as the write protocol needs it."""
+
+    id: int
+    project_id: int
+    enabled: bool
+    revocation_epoch: int
+    revision: int
+
+
+def read_setting_row(project_id: int) -> LockedSetting | None:
+    """The setting row as it is now, without a lock (step 1 of the write protocol)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, enabled, revocation_epoch, revision FROM project_memory_setting"
+            " WHERE project_id = %s",
+            [project_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return LockedSetting(row[0], project_id, bool(row[1]), row[2], row[3])
+
+
+def lock_and_bump(project_id: int, *, now) -> LockedSetting | None:
+    """Take the setting row's lock by bumping its revision, and read it back, in one
+    statement. A write that then refuses or finds an identical note rolls the bump back with
+    its transaction."""
+    value = models.DateTimeField().get_db_prep_save(now, connection=connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
+            " WHERE project_id = %s RETURNING id, enabled, revocation_epoch, revision",
+            [value, project_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return LockedSetting(row[0], project_id, bool(row[1]), row[2], row[3])
+
+
+@dataclass
+class WriteCheck:
+    """What the write protocol must know under the lock, read in one statement."""
+
+    total: int
+    by_run: int
+    same: list[tuple[str, str, str, str]]
+
+
+def write_check(project_id: int, content_hash: str, top_level_run_id: str) -> WriteCheck:
+    """The project's stored notes (every status), the top-level run's new notes, and
+    (id, status, trust, archive_reason) of every note with the same identity."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason FROM ("
+            " SELECT (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) AS total,"
+            " (SELECT COUNT(*) FROM project_memory_entry"
+            "  WHERE project_id = %s AND top_level_run_id = %s) AS by_run) c"
+            " LEFT JOIN project_memory_entry e"
+            " ON e.project_id = %s AND e.content_hash = %s",
+            [project_id, project_id, top_level_run_id, project_id, content_hash],
+        )
+        rows = cursor.fetchall()
+    same = [(r[2], r[3], r[4], r[5]) for r in rows if r[2] is not None]
+    return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same)

@@ -1,0 +1,503 @@
+"""`memory_bench_writes`: how many notes per second the write protocol (SPEC §2.4) stores on
+PostgreSQL, against the same transaction written by hand in raw SQL.
+
+Three scenarios, each measured on fresh throwaway projects (slugs `bench-<tag>-…`, deleted at
+the end unless --keep):
+
+1. one writer on one project;
+2. eight writer threads on ONE project: they queue on its setting-row lock;
+3. eight writer threads spread over eight projects: no lock contention.
+
+The service path is `services.note_write(kind="fact")` as an agent run, exactly what the API's
+`memory_write` calls. The raw path, on a psycopg connection of its own per thread, is the bare
+protocol: BEGIN; SELECT … FOR UPDATE of the setting row; count(*) of the project's notes; INSERT
+the note; UPDATE the revision; COMMIT. The ratio service / raw is the price of everything else
+the service does (validation and secret scan, the pre-lock read, the idempotency lookup, the
+per-run quota count, the audit row, the ORM). A third path, "raw 8", sends the service's own
+eight statements by hand, which splits that price into "more statements" and "the ORM".
+
+See docs/PERFORMANCE.md for figures and their interpretation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.test.utils import CaptureQueriesContext, override_settings
+from django.utils import timezone
+
+from memory_portal.memory import services
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.ids import new_note_id
+from memory_portal.memory.models import (
+    Agent,
+    AuditEvent,
+    MemorySetting,
+    Project,
+    Run,
+    Stage,
+)
+from memory_portal.memory.validation import content_identity
+
+SLUG_PREFIX = "bench-"
+WRITES_PER_RUN = 100  # below the default per-run quota of 128: each thread switches runs
+BARRIER_TIMEOUT = 120.0
+
+RAW_LOCK = (
+    "SELECT id, enabled, revocation_epoch, revision FROM project_memory_setting"
+    " WHERE project_id = %s FOR UPDATE"
+)
+RAW_COUNT = "SELECT count(*) FROM project_memory_entry WHERE project_id = %s"
+RAW_INSERT = (
+    "INSERT INTO project_memory_entry (id, project_id, scope, kind, target, content, summary,"
+    " tags_text, trust, status, archive_reason, created_by_agent_id, created_by_stage,"
+    " origin_run_id, origin_run_ref, top_level_run_id, step, task_key, evidence_path,"
+    " evidence_commit, evidence_quote, recall_count, content_hash, created_at, updated_at)"
+    " VALUES (%s, %s, 'project', 'fact', 'long_term', %s, '', '', 'learned', 'active', '',"
+    " %s, %s, %s, %s, %s, '', %s, '', '', '', 0, %s, %s, %s)"
+)
+RAW_BUMP = (
+    "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
+    " WHERE project_id = %s"
+)
+
+# The service's other statements (as of this writing), for the "raw 8" path.
+RAW8_READ = "SELECT id, enabled, revocation_epoch FROM project_memory_setting WHERE project_id = %s"
+RAW8_IDENTITY = (
+    "SELECT id, status, trust, archive_reason FROM project_memory_entry"
+    " WHERE project_id = %s AND content_hash = %s"
+)
+RAW8_RUN_COUNT = (
+    "SELECT count(*) FROM project_memory_entry WHERE project_id = %s AND top_level_run_id = %s"
+)
+RAW8_AUDIT = (
+    "INSERT INTO memory_auditevent (project_id, project_ref, actor_label, actor_agent_id,"
+    " actor_run_id, action, note_ref, recovery_ref, target_ref, details, created_at)"
+    " VALUES (%s, %s, %s, %s, %s, 'note.write', %s, '', '', %s, %s)"
+)
+AUDIT_DETAILS = json.dumps({"kind": "fact", "scope": "project", "target": "long_term"})
+
+PATHS = ("svc", "raw", "raw8")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    label: str
+    threads: int
+    projects: int
+
+
+SCENARIOS = (
+    Scenario("s1", "1 writer, 1 project", threads=1, projects=1),
+    Scenario("s2", "8 writers, 1 project", threads=8, projects=1),
+    Scenario("s3", "8 writers, 8 projects", threads=8, projects=8),
+)
+
+
+@dataclass
+class Measurement:
+    writes: int
+    seconds: float
+    cpu: float  # this process's CPU seconds (every thread) while the writers ran
+
+    @property
+    def cpu_ms(self) -> float:
+        """Client-side CPU per write: steadier than wall time on a busy machine."""
+        return self.cpu * 1000 / self.writes if self.writes else 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.writes / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Writer:
+    """One thread's share of a measurement: its project, its agent and its runs (a fresh run
+    every WRITES_PER_RUN writes, so the per-run quota never refuses a benchmark write)."""
+
+    index: int
+    project: Project
+    agent: Agent
+    writes: int | None  # None: write until the deadline (--seconds)
+    runs: list[Run] = field(default_factory=list)
+
+    def run_for(self, n: int) -> Run:
+        slot = n // WRITES_PER_RUN
+        while len(self.runs) <= slot:  # only in --seconds mode; fixed mode pre-creates them
+            self.runs.append(_new_run(self.agent))
+        return self.runs[slot]
+
+
+def _new_run(agent: Agent) -> Run:
+    run = services.run_create(actor=None, agent=agent, task_key="bench")
+    # Loaded the way the API's token lookup loads it, so note_write sees the same objects.
+    return Run.objects.select_related("agent", "project", "application").get(pk=run.pk)
+
+
+class Command(BaseCommand):
+    help = (
+        "Benchmark note writes on PostgreSQL: the write service against the same transaction "
+        "in raw SQL, with 1 writer, 8 writers on one project and 8 writers on 8 projects."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--writes",
+            type=int,
+            default=400,
+            help="Writes per scenario and path, shared by its threads (default 400).",
+        )
+        parser.add_argument(
+            "--seconds",
+            type=float,
+            default=None,
+            help="Run each scenario and path for this many seconds instead of a fixed number "
+            "of writes (raises the project cap in-process, since the count is open).",
+        )
+        parser.add_argument(
+            "--keep",
+            action="store_true",
+            help="Keep the bench- projects, agents, runs and notes for inspection.",
+        )
+
+    # --- Entry point ------------------------------------------------------------------------
+
+    def handle(self, *args, **options) -> None:
+        if connection.vendor != "postgresql":
+            raise CommandError(
+                "memory_bench_writes needs PostgreSQL (row locks and concurrent writers); "
+                "set DATABASE_URL=postgres://user@host:5432/name and run it again."
+            )
+        writes: int = options["writes"]
+        seconds: float | None = options["seconds"]
+        if writes < 1:
+            raise CommandError("--writes must be at least 1.")
+        if seconds is not None and seconds <= 0:
+            raise CommandError("--seconds must be positive.")
+        self.verbosity = options["verbosity"]
+        self.tag = uuid.uuid4().hex[:6]
+        self.prefix = f"{SLUG_PREFIX}{self.tag}"
+
+        limits = dict(settings.MEMORY_PORTAL)
+        overrides: list[str] = []
+        if seconds is not None:
+            limits["PROJECT_NOTE_CAP"] = 10**9
+            overrides.append("PROJECT_NOTE_CAP raised to 10^9 (a timed run has no fixed count)")
+        elif writes > limits["PROJECT_NOTE_CAP"]:
+            overrides.append(
+                f"PROJECT_NOTE_CAP raised from {limits['PROJECT_NOTE_CAP']} to {writes} "
+                "(scenarios 1 and 2 put every write in one project)"
+            )
+            limits["PROJECT_NOTE_CAP"] = writes
+
+        try:
+            with override_settings(MEMORY_PORTAL=limits):
+                self._header(writes, seconds, overrides)
+                statements = self._probe()
+                rows = []
+                for scenario in SCENARIOS:
+                    rows.append(
+                        (scenario, [self._measure(scenario, p, writes, seconds) for p in PATHS])
+                    )
+                self._report(rows, statements)
+        finally:
+            if options["keep"]:
+                self.stdout.write(f"Kept the benchmark projects {self.prefix}-*.")
+            else:
+                self._cleanup()
+
+    # --- Output -----------------------------------------------------------------------------
+
+    def _header(self, writes: int, seconds: float | None, overrides: list[str]) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW server_version")
+            pg_version = cursor.fetchone()[0]
+            cursor.execute("SHOW synchronous_commit")
+            sync_commit = cursor.fetchone()[0]
+        database = connection.settings_dict["NAME"]
+        self.stdout.write(
+            f"Memory Portal write benchmark: PostgreSQL {pg_version} (database {database}, "
+            f"synchronous_commit={sync_commit}), Python {platform.python_version()}, "
+            f"{_cpu_count()} CPU(s)."
+        )
+        amount = f"{seconds:g} s" if seconds is not None else f"{writes} writes"
+        self.stdout.write(
+            f"Each scenario: {amount} through the service, then in raw SQL (4 statements), "
+            "then in raw SQL sending the service's 8 statements."
+        )
+        quota = settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"]
+        self.stdout.write(
+            f"Per-run quota ({quota}): every writer thread moves to a fresh run every "
+            f"{WRITES_PER_RUN} writes."
+        )
+        for line in overrides:
+            self.stdout.write(f"In-process override for this benchmark: {line}.")
+
+    def _report(self, rows, statements: list[str]) -> None:
+        self.stdout.write("")
+        header = (
+            f"{'scenario':<22} {'writes':>6} {'service w/s':>11} {'raw SQL w/s':>11} "
+            f"{'ratio':>5} {'raw 8 w/s':>9} {'ratio 8':>7} {'CPU ms/write':>17}"
+        )
+        self.stdout.write(header)
+        self.stdout.write("-" * len(header))
+        below = []
+        for scenario, (service, raw, raw8) in rows:
+            ratio = service.rate / raw.rate if raw.rate else 0.0
+            ratio8 = service.rate / raw8.rate if raw8.rate else 0.0
+            if ratio < 0.5:
+                below.append(scenario.label)
+            self.stdout.write(
+                f"{scenario.label:<22} {service.writes:>6} {service.rate:>11.1f} "
+                f"{raw.rate:>11.1f} {ratio:>5.2f} {raw8.rate:>9.1f} {ratio8:>7.2f} "
+                f"{f'{service.cpu_ms:.2f}/{raw.cpu_ms:.2f}/{raw8.cpu_ms:.2f}':>17}"
+            )
+        self.stdout.write("")
+        self.stdout.write(
+            "ratio = service / raw SQL; ratio 8 = service / raw SQL sending the service's "
+            "statements;\nCPU ms/write = this process's CPU per write, service/raw/raw 8 "
+            "(PostgreSQL's own CPU not included)."
+        )
+        body = [sql for sql in statements if sql.strip().upper() not in ("BEGIN", "COMMIT")]
+        self.stdout.write(
+            f"One service write issues {len(body)} SQL statements plus BEGIN/COMMIT "
+            "(raw SQL: 4, raw 8: 8)."
+        )
+        if self.verbosity >= 2:
+            for sql in statements:
+                self.stdout.write(f"  {sql[:160]}")
+        if below:
+            self.stdout.write(f"Service below half of raw SQL in: {'; '.join(below)}.")
+        else:
+            self.stdout.write("Service at or above half of raw SQL in every scenario.")
+
+    # --- Fixtures ---------------------------------------------------------------------------
+
+    def _targets(self, name: str, count: int) -> list[tuple[Project, Agent]]:
+        targets = []
+        for i in range(count):
+            slug = f"{self.prefix}-{name}-{i}"
+            project = services.project_create(actor=None, slug=slug, name=f"Benchmark {slug}")
+            # A throwaway benchmark project: switch memory on directly. memory_enable would need
+            # a manager (a person), i.e. a user account left behind by the benchmark.
+            MemorySetting.objects.filter(project=project).update(enabled=True)
+            agent = services.agent_create(
+                actor=None, project=project, name="Bench writer", stage=Stage.RUNTIME
+            )
+            targets.append((project, agent))
+        return targets
+
+    def _cleanup(self) -> None:
+        like = f"{self.prefix}-"
+        AuditEvent.objects.filter(project_ref__startswith=like).delete()
+        Project.objects.filter(slug__startswith=like).delete()
+
+    # --- Statements per write ---------------------------------------------------------------
+
+    def _probe(self) -> list[str]:
+        """One warm-up write, then the statements of one service write as Django sends them."""
+        [(_project, agent)] = self._targets("probe", 1)
+        run = _new_run(agent)
+        actor = Actor.agent_run(run)
+        services.note_write(actor=actor, kind="fact", content=self._content("probe", 0, 0))
+        with CaptureQueriesContext(connection) as captured:
+            services.note_write(actor=actor, kind="fact", content=self._content("probe", 0, 1))
+        return [q["sql"] for q in captured.captured_queries]
+
+    # --- Measurement ------------------------------------------------------------------------
+
+    def _content(self, where: str, thread: int, n: int) -> str:
+        # Unique per write (identical content would be an idempotent no-op) and plain prose.
+        return (
+            f"Benchmark note {self.tag} {where} writer {thread} number {n}: the nightly "
+            "export finishes after the cache warm-up, so schedule reports after it."
+        )
+
+    def _measure(
+        self, scenario: Scenario, path: str, writes: int, seconds: float | None
+    ) -> Measurement:
+        targets = self._targets(f"{scenario.key}-{path}", scenario.projects)
+        writers = []
+        for i in range(scenario.threads):
+            project, agent = targets[i % len(targets)]
+            share = None if seconds is not None else _share(writes, scenario.threads, i)
+            writer = Writer(index=i, project=project, agent=agent, writes=share)
+            if share is not None:
+                writer.runs = [_new_run(agent) for _ in range(math.ceil(share / WRITES_PER_RUN))]
+            writers.append(writer)
+
+        where = f"{scenario.key}-{path}"
+        make = {
+            "svc": self._service_writer,
+            "raw": self._raw_writer,
+            "raw8": lambda w, where: self._raw_writer(w, where, full=True),
+        }[path]
+        clock: dict[str, float] = {}
+        done = [0] * len(writers)
+        finished = [0.0] * len(writers)
+        errors: list[BaseException] = []
+
+        def started() -> None:
+            clock["cpu"] = time.process_time()
+            clock["start"] = time.perf_counter()
+
+        barrier = threading.Barrier(len(writers), action=started)
+
+        def work(writer: Writer) -> None:
+            try:
+                connection.ensure_connection()  # each thread has its own connection
+                write = make(writer, where)
+                barrier.wait(timeout=BARRIER_TIMEOUT)
+                deadline = clock["start"] + seconds if seconds is not None else None
+                n = 0
+                while (n < writer.writes) if deadline is None else (time.perf_counter() < deadline):
+                    write(n)
+                    n += 1
+                done[writer.index] = n
+                finished[writer.index] = time.perf_counter()
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+                barrier.abort()
+            finally:
+                connection.close()
+
+        threads = [
+            threading.Thread(target=work, args=(w,), name=f"bench-{w.index}") for w in writers
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+        if errors:
+            raise CommandError(f"{scenario.label} ({path}) failed: {(real or errors)[0]!r}")
+        return Measurement(
+            writes=sum(done),
+            seconds=max(finished) - clock["start"],
+            cpu=time.process_time() - clock["cpu"],
+        )
+
+    def _service_writer(self, writer: Writer, where: str) -> Callable[[int], None]:
+        actors: dict[str, Actor] = {}
+
+        def write(n: int) -> None:
+            run = writer.run_for(n)
+            actor = actors.get(run.pk)
+            if actor is None:
+                actor = actors[run.pk] = Actor.agent_run(run)
+            result = services.note_write(
+                actor=actor, kind="fact", content=self._content(where, writer.index, n)
+            )
+            if not result.created:
+                raise CommandError(f"Write {n} of writer {writer.index} was not new.")
+
+        return write
+
+    def _raw_writer(
+        self, writer: Writer, where: str, *, full: bool = False
+    ) -> Callable[[int], None]:
+        """The protocol by hand. `full` adds the service's other statements: the read before
+        the lock, the identity lookup, the per-run count and the audit row."""
+        pg = connection.connection  # this thread's psycopg connection (autocommit)
+        cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
+        quota = settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"]
+        project_id = writer.project.pk
+        project_slug = writer.project.slug
+        agent = writer.agent
+
+        def write(n: int) -> None:
+            run = writer.run_for(n)
+            content = self._content(where, writer.index, n)
+            digest = content_identity(
+                kind="fact",
+                scope="project",
+                target="long_term",
+                day=None,
+                application_id=None,
+                owner_agent_id=None,
+                content=content,
+            )
+            note_id = new_note_id()
+            now = timezone.now()
+            with pg.cursor() as cur:
+                if full:
+                    cur.execute(RAW8_READ, [project_id])
+                    epoch = cur.fetchone()[2]
+                cur.execute("BEGIN")
+                try:
+                    cur.execute(RAW_LOCK, [project_id])
+                    _id, enabled, locked_epoch, _revision = cur.fetchone()
+                    if not enabled or (full and locked_epoch != epoch):
+                        raise CommandError("raw write refused: memory off or revoked")
+                    if full:
+                        cur.execute(RAW8_IDENTITY, [project_id, digest])
+                        if cur.fetchall():
+                            raise CommandError("raw write refused: identical note exists")
+                    cur.execute(RAW_COUNT, [project_id])
+                    if cur.fetchone()[0] >= cap:
+                        raise CommandError("raw write refused: project full")
+                    if full:
+                        cur.execute(RAW8_RUN_COUNT, [project_id, run.top_level_run_id])
+                        if cur.fetchone()[0] >= quota:
+                            raise CommandError("raw write refused: run quota")
+                    cur.execute(
+                        RAW_INSERT,
+                        [
+                            note_id,
+                            project_id,
+                            content,
+                            agent.pk,
+                            agent.stage,
+                            run.pk,
+                            run.pk,
+                            run.top_level_run_id,
+                            run.task_key,
+                            digest,
+                            now,
+                            now,
+                        ],
+                    )
+                    cur.execute(RAW_BUMP, [now, project_id])
+                    if full:
+                        cur.execute(
+                            RAW8_AUDIT,
+                            [
+                                project_id,
+                                project_slug,
+                                agent.name,
+                                agent.pk,
+                                run.pk,
+                                note_id,
+                                AUDIT_DETAILS,
+                                now,
+                            ],
+                        )
+                except BaseException:
+                    cur.execute("ROLLBACK")
+                    raise
+                cur.execute("COMMIT")
+
+        return write
+
+
+def _share(total: int, parts: int, index: int) -> int:
+    return total // parts + (1 if index < total % parts else 0)
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,47 @@
+"""`memory_bench_writes`: a tiny run on PostgreSQL prints the three scenarios and leaves nothing
+behind; on SQLite it refuses to run."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from memory_portal.memory.models import AuditEvent, Note, Project
+
+SCENARIOS = ("1 writer, 1 project", "8 writers, 1 project", "8 writers, 8 projects")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_bench_prints_three_scenarios_and_cleans_up():
+    out = StringIO()
+    call_command("memory_bench_writes", "--writes", "16", stdout=out)
+    text = out.getvalue()
+    rows = [line for line in text.splitlines() if line.startswith(SCENARIOS)]
+    assert [row[:22].strip() for row in rows] == list(SCENARIOS)
+    for row in rows:
+        assert row[22:].split()[0] == "16", row  # every scenario wrote all 16 notes
+    assert "SQL statements plus BEGIN/COMMIT" in text
+    assert not Project.objects.filter(slug__startswith="bench-").exists()
+    assert not AuditEvent.objects.filter(project_ref__startswith="bench-").exists()
+    assert not Note.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_bench_keep_leaves_its_projects():
+    out = StringIO()
+    call_command("memory_bench_writes", "--writes", "8", "--keep", stdout=out)
+    kept = Project.objects.filter(slug__startswith="bench-")
+    # probe + s1 and s2 (1 project per path) + s3 (8 per path), three paths each
+    assert kept.count() == 1 + 3 * (1 + 1 + 8)
+    assert Note.objects.filter(project__in=kept).count() == 2 + 3 * 3 * 8
+
+
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
+def test_bench_refuses_sqlite():
+    with pytest.raises(CommandError, match="DATABASE_URL"):
+        call_command("memory_bench_writes", "--writes", "16")

@@ -483,3 +483,59 @@ class StartRecall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.top_level_run_id} @ {self.recalled_at:%Y-%m-%d %H:%M}"
+
+
+class ReviewRoutine(models.Model):
+    """An agent's daily review ("Memory dreaming"), created by its first save; due every day
+    at 04:00 UTC. Deleting it keeps the row (deleted_at) so a later save does not revive it."""
+
+    NAME = "Memory dreaming"
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="review_routine")
+    paused = models.BooleanField(default=False)
+    next_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["paused", "next_run_at"], name="routine_due")]
+
+    def __str__(self) -> str:
+        return f"{self.NAME} of {self.agent_id}"
+
+    @property
+    def state(self) -> str:
+        if self.deleted_at is not None:
+            return "deleted"
+        return "paused" if self.paused else "active"
+
+
+class ReviewRun(models.Model):
+    """One execution of a routine and what it did. A scheduled run is unique per routine and
+    UTC day, which is what keeps overlapping cron invocations from running a day twice."""
+
+    TRIGGERS = [("schedule", "schedule"), ("manual", "manual")]
+
+    routine = models.ForeignKey(ReviewRoutine, on_delete=models.CASCADE, related_name="runs")
+    day = models.DateField()
+    trigger = models.CharField(max_length=10, choices=TRIGGERS)
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    run_ref = models.CharField(max_length=40, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["routine", "day"],
+                condition=Q(trigger="schedule"),
+                name="review_run_once_per_day",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.routine_id} {self.day} {self.trigger} {self.status}"

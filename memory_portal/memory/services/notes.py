@@ -393,7 +393,7 @@ def fact_save(
         raise invalid("expiresAt", "expiresAt must be in the future.")
     note = _agent_fact(agent, fact, expires_at)
     _provenance(actor, note)
-    return _insert(
+    result = _insert(
         actor=actor,
         project=project,
         epoch=epoch,
@@ -401,6 +401,11 @@ def fact_save(
         supersede_id=supersedes,
         action="note.supersede" if supersedes else "note.save",
     )
+    if result.created:
+        from .routines import routine_ensure  # the first save starts the daily review
+
+        routine_ensure(agent=agent)
+    return result
 
 
 def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
@@ -513,6 +518,10 @@ def day_append(*, actor: Actor, line: str) -> Note:
             action = "day.create"
         bump(setting, wrote_note=True)
         audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
+    if action == "day.create":
+        from .routines import routine_ensure  # the day log feeds the daily review too
+
+        routine_ensure(agent=agent)
     return row
 
 
@@ -894,15 +903,17 @@ def note_renew(*, actor: Actor, note_id: str, expires_at: datetime) -> Note:
     return note
 
 
-def note_expire(*, actor: Actor, note_id: str) -> Note:
-    """Archive an expired fact with reason `expired` (the daily review's clean-up)."""
+def note_expire(*, actor: Actor, note_id: str, now: datetime | None = None) -> Note:
+    """Archive an expired fact with reason `expired` (the daily review's clean-up). `now` is
+    the review's clock."""
+    now = now or timezone.now()
     with transaction.atomic():
         note, setting = _locked_note(actor, note_id)
         check_agent_gate(actor, setting, write=True)
         _require_own(actor, note)
         if note.status != Status.ACTIVE:
             return note
-        if not note.expired:
+        if note.expires_at is None or note.expires_at > now:
             raise invalid("id", f"{note.pk} has not expired.")
         note.status = Status.ARCHIVED
         note.archive_reason = REASON_EXPIRED

@@ -1,0 +1,41 @@
+"""`manage.py memory_run_due_routines [--now ISO-TIME]`: run the daily reviews that are due.
+Safe to call from cron every few minutes: a routine's day is claimed once, so overlapping
+copies never run it twice."""
+
+from datetime import datetime
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from memory_portal.memory.models import ReviewRun
+from memory_portal.memory.services import routines_run_due
+
+
+class Command(BaseCommand):
+    help = "Run the daily memory reviews that are due."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--now", help="Pretend it is this UTC time (ISO 8601), e.g. 2026-12-01T04:05:00Z."
+        )
+
+    def handle(self, *args, now: str | None = None, **options):
+        moment = timezone.now()
+        if now:
+            try:
+                moment = datetime.fromisoformat(now.replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise CommandError(f"--now must be an ISO 8601 time, not {now!r}.") from exc
+            if timezone.is_naive(moment):
+                moment = timezone.make_aware(moment, timezone.get_current_timezone())
+        enqueued = routines_run_due(now=moment)
+        runs = ReviewRun.objects.filter(
+            routine_id__in=enqueued, day=moment.date(), trigger="schedule"
+        ).select_related("routine")
+        self.stdout.write(f"{len(enqueued)} routine(s) due at {moment.isoformat()}")
+        for review in runs:
+            counts = ", ".join(f"{k} {v}" for k, v in review.counts.items() if k != "flagged_ids")
+            self.stdout.write(
+                f"  {review.routine.agent_id} {review.day} {review.status}"
+                f"{' ' + review.error_code if review.error_code else ''}: {counts}"
+            )

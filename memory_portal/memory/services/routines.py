@@ -1,0 +1,299 @@
+"""The daily review ("Memory dreaming", SPEC §5): an agent's routine, its four deterministic
+steps — merge duplicates, renew or archive expired facts, lift day-log lines into facts, flag
+facts not recalled in 30 days — and the people's controls. Every change goes through the note
+services as the agent's own review run, so it is audited like any other."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ..access import check_agent_gate, require_member, require_person
+from ..actors import Actor
+from ..errors import MemoryPortalError
+from ..models import (
+    Agent,
+    Kind,
+    Note,
+    ReviewRoutine,
+    ReviewRun,
+    RunStatus,
+    Scope,
+    Status,
+    Trust,
+)
+from ..selectors import setting_get
+from ._common import audit
+from .notes import fact_save, note_expire, note_merge, note_renew
+from .runs import run_create, run_finish
+
+DUE_HOUR_UTC = 4
+RENEW_FOR = timedelta(days=90)
+RECENTLY_RECALLED = timedelta(days=30)
+REVIEW_TASK_KEY = "memory-dreaming"
+LIFT_RE = re.compile(r"^\d\d:\d\d (?:\S+ )?(?:fact|learned):\s*(?P<text>.+)$", re.I)
+FLAGGED_IDS_KEPT = 50
+
+
+def next_due(after: datetime) -> datetime:
+    """The first 04:00 UTC strictly after `after`."""
+    after = after.astimezone(UTC)
+    due = datetime.combine(after.date(), time(DUE_HOUR_UTC), tzinfo=UTC)
+    return due if due > after else due + timedelta(days=1)
+
+
+def routine_ensure(*, agent: Agent, now: datetime | None = None) -> ReviewRoutine | None:
+    """Create the agent's routine on its first save; never revive one a person deleted."""
+    now = now or timezone.now()
+    routine, _ = ReviewRoutine.objects.get_or_create(
+        agent=agent, defaults={"next_run_at": next_due(now), "created_at": now}
+    )
+    return routine
+
+
+def _routine_for(actor: Actor, agent: Agent) -> ReviewRoutine:
+    require_person(actor, what="managing the daily review")
+    require_member(actor, agent.project)
+    routine = ReviewRoutine.objects.filter(agent=agent, deleted_at__isnull=True).first()
+    if routine is None:
+        raise MemoryPortalError(
+            "not_found",
+            f"Agent {agent.pk} has no daily review.",
+            hint="The routine starts with the agent's first saved fact.",
+        )
+    return routine
+
+
+def _set_paused(actor: Actor, agent: Agent, paused: bool) -> ReviewRoutine:
+    with transaction.atomic():
+        routine = _routine_for(actor, agent)
+        if routine.paused == paused:
+            return routine
+        routine.paused = paused
+        routine.save(update_fields=["paused"])
+        action = "routine.pause" if paused else "routine.resume"
+        audit(actor=actor, action=action, project=agent.project, target=agent.pk)
+    return routine
+
+
+def routine_pause(*, actor: Actor, agent: Agent) -> ReviewRoutine:
+    return _set_paused(actor, agent, True)
+
+
+def routine_resume(*, actor: Actor, agent: Agent) -> ReviewRoutine:
+    return _set_paused(actor, agent, False)
+
+
+def routine_delete(*, actor: Actor, agent: Agent) -> ReviewRoutine:
+    """Stop the routine for good (its past runs stay visible)."""
+    with transaction.atomic():
+        routine = _routine_for(actor, agent)
+        routine.deleted_at = timezone.now()
+        routine.save(update_fields=["deleted_at"])
+        audit(actor=actor, action="routine.delete", project=agent.project, target=agent.pk)
+    return routine
+
+
+def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) -> ReviewRun:
+    """A person runs the review at once (a manual run; the daily schedule is unchanged)."""
+    routine = _routine_for(actor, agent)
+    now = now or timezone.now()
+    audit(actor=actor, action="routine.run_now", project=agent.project, target=agent.pk)
+    review = routine_execute(routine_id=routine.pk, day=now.date(), trigger="manual", now=now)
+    assert review is not None  # manual runs are never claimed by another copy
+    return review
+
+
+# --- One execution ----------------------------------------------------------------------------
+
+
+def _claim(routine: ReviewRoutine, day: date, trigger: str, now: datetime) -> ReviewRun | None:
+    """Record the run before doing anything. A scheduled run is unique per routine and day,
+    so a second copy of the cron command (or a retry) finds the claim taken and stops."""
+    try:
+        with transaction.atomic():
+            review = ReviewRun.objects.create(
+                routine=routine, day=day, trigger=trigger, started_at=now
+            )
+            if trigger == "schedule":
+                ReviewRoutine.objects.filter(pk=routine.pk).update(next_run_at=next_due(now))
+    except IntegrityError:
+        return None
+    return review
+
+
+def routine_execute(
+    *, routine_id: int, day: date, trigger: str, now: datetime | None = None
+) -> ReviewRun | None:
+    """Run the four steps for one routine and day. Returns None when there is nothing to do
+    (deleted, paused for a scheduled run, or the day already claimed)."""
+    now = now or timezone.now()
+    routine = ReviewRoutine.objects.select_related("agent__project").get(pk=routine_id)
+    if routine.deleted_at is not None or (trigger == "schedule" and routine.paused):
+        return None
+    review = _claim(routine, day, trigger, now)
+    if review is None:
+        return None
+    agent = routine.agent
+    run = run_create(actor=None, agent=agent, task_key=REVIEW_TASK_KEY)
+    actor = Actor.agent_run(run)
+    counts = {"merged": 0, "renewed": 0, "expired": 0, "lifted": 0, "lift_skipped": 0, "flagged": 0}
+    status = RunStatus.SUCCEEDED
+    try:
+        check_agent_gate(actor, setting_get(project=agent.project), write=True)
+        counts["merged"] = _merge_duplicates(actor, agent, now)
+        counts["renewed"], counts["expired"] = _handle_expired(actor, agent, now)
+        counts["lifted"], counts["lift_skipped"] = _lift_day_log(actor, agent, day)
+        flagged = _flag_unrecalled(agent, now)
+        counts["flagged"] = len(flagged)
+        counts["flagged_ids"] = flagged[:FLAGGED_IDS_KEPT]
+    except MemoryPortalError as exc:
+        status = RunStatus.FAILED
+        review.error_code = exc.code
+    run_finish(actor=None, run=run, status=status)
+    review.status = status
+    review.counts = counts
+    review.run_ref = run.pk
+    review.finished_at = timezone.now()
+    review.save(update_fields=["status", "counts", "run_ref", "finished_at", "error_code"])
+    ReviewRoutine.objects.filter(pk=routine.pk).update(last_run_at=now)
+    summary = {k: v for k, v in counts.items() if k != "flagged_ids"}
+    audit(
+        actor=actor,
+        action="routine.run",
+        project=agent.project,
+        target=agent.pk,
+        details={"trigger": trigger, "day": day.isoformat(), "status": status, **summary},
+    )
+    return review
+
+
+def _live_facts(agent: Agent, now: datetime):
+    return (
+        Note.objects.live(now)
+        .filter(owner_agent=agent, scope=Scope.AGENT, kind=Kind.FACT)
+        .order_by("created_at", "id")
+    )
+
+
+def normalized(text: str) -> str:
+    """Same fact, different spelling: case, spacing and trailing punctuation ignored."""
+    return " ".join(text.lower().split()).rstrip(".!;:, ")
+
+
+def _merge_duplicates(actor: Actor, agent: Agent, now: datetime) -> int:
+    """Step 1: of live facts with the same normalized text, the newest stays and the others
+    are superseded by it."""
+    groups: dict[str, list[Note]] = {}
+    for note in _live_facts(agent, now):
+        groups.setdefault(normalized(note.content), []).append(note)
+    merged = 0
+    for notes in groups.values():
+        if len(notes) < 2:
+            continue
+        keeper = notes[-1]  # ordered oldest first
+        for duplicate in notes[:-1]:
+            note_merge(actor=actor, note_id=duplicate.pk, into_id=keeper.pk)
+            merged += 1
+    return merged
+
+
+def _handle_expired(actor: Actor, agent: Agent, now: datetime) -> tuple[int, int]:
+    """Step 2: expired facts recalled in the last 30 days get 90 more days; the rest are
+    archived with reason `expired`."""
+    expired = (
+        Note.objects.filter(
+            owner_agent=agent,
+            scope=Scope.AGENT,
+            kind=Kind.FACT,
+            status=Status.ACTIVE,
+            expires_at__lte=now,
+        )
+        .exclude(trust=Trust.REJECTED)
+        .order_by("created_at", "id")
+    )
+    renewed = archived = 0
+    for note in expired:
+        if note.last_recalled_at and note.last_recalled_at >= now - RECENTLY_RECALLED:
+            note_renew(actor=actor, note_id=note.pk, expires_at=now + RENEW_FOR)
+            renewed += 1
+        else:
+            note_expire(actor=actor, note_id=note.pk, now=now)
+            archived += 1
+    return renewed, archived
+
+
+def day_log_lines(agent: Agent, day: date) -> list[tuple[Note, str]]:
+    """The lines of an agent's live day log of one date, oldest first."""
+    rows = Note.objects.filter(owner_agent=agent, kind=Kind.DAY, day=day, status=Status.ACTIVE)
+    return [(row, line) for row in rows.order_by("created_at") for line in row.lines]
+
+
+def liftable(line: str) -> str | None:
+    """The fact in a day-log line that starts with `fact:` or `learned:`, if any."""
+    match = LIFT_RE.match(line.strip())
+    return match.group("text").strip() if match else None
+
+
+def _lift_day_log(actor: Actor, agent: Agent, day: date) -> tuple[int, int]:
+    """Step 3: lines of yesterday's day log that start with `fact:` / `learned:` become
+    facts. Identical facts stay one; forgotten, vetoed or secret-looking ones are skipped."""
+    lifted = skipped = 0
+    for _row, line in day_log_lines(agent, day - timedelta(days=1)):
+        text = liftable(line)
+        if text is None:
+            continue
+        try:
+            result = fact_save(actor=actor, text=text)
+        except MemoryPortalError as exc:
+            if exc.code in {
+                "memory_disabled",
+                "memory_not_eligible",
+                "memory_run_quota",
+                "memory_project_full",
+            }:
+                raise
+            skipped += 1
+            continue
+        lifted += int(result.created)
+    return lifted, skipped
+
+
+def unrecalled_facts_q(now: datetime) -> Q:
+    """Facts not recalled in 30 days (or never, when older than 30 days)."""
+    cutoff = now - RECENTLY_RECALLED
+    return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
+
+
+def _flag_unrecalled(agent: Agent, now: datetime) -> list[str]:
+    """Step 4: facts not recalled in 30 days go to the review queue (the queue reads the same
+    rule; the run records which ones it saw)."""
+    return list(
+        _live_facts(agent, now).filter(unrecalled_facts_q(now)).values_list("id", flat=True)
+    )
+
+
+def routines_run_due(*, now: datetime | None = None) -> list[int]:
+    """Enqueue every routine due at `now` (cron calls this every few minutes), each as a
+    task once the surrounding transaction commits. A day already claimed is skipped by the
+    task, so overlapping copies of the command never run a day twice. Returns the routine ids
+    that were enqueued."""
+    from ..tasks import run_review_routine
+
+    now = now or timezone.now()
+    due = list(
+        ReviewRoutine.objects.filter(paused=False, deleted_at__isnull=True, next_run_at__lte=now)
+        .order_by("next_run_at", "pk")
+        .values_list("pk", flat=True)
+    )
+    for routine_id in due:
+        transaction.on_commit(
+            lambda routine_id=routine_id: run_review_routine.enqueue(
+                routine_id=routine_id, day=now.date().isoformat(), now=now.isoformat()
+            )
+        )
+    return due

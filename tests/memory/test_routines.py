@@ -1,0 +1,220 @@
+"""The daily review ("Memory dreaming"): creation, the four steps, pause, the idempotency of a
+day, overlapping runs and the cron command."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+
+from memory_portal.memory import services
+from memory_portal.memory.models import Note, ReviewRoutine, ReviewRun, Run, Status
+from memory_portal.memory.services.routines import liftable, next_due, normalized
+
+from .helpers import last_event, refused
+
+NOW = datetime(2026, 12, 2, 4, 5, tzinfo=UTC)
+
+
+def fact(world, text, **kw):
+    return services.fact_save(actor=world.as_agent, text=text, **kw).note
+
+
+def routine_of(world) -> ReviewRoutine:
+    return ReviewRoutine.objects.get(agent=world.agent)
+
+
+@pytest.fixture
+def run_due(django_capture_on_commit_callbacks):
+    """routines_run_due enqueues on commit; run those callbacks as a commit would."""
+
+    def run(now=NOW):
+        with django_capture_on_commit_callbacks(execute=True):
+            return services.routines_run_due(now=now)
+
+    return run
+
+
+def test_next_due_is_the_next_four_am_utc():
+    assert next_due(datetime(2026, 12, 1, 3, 59, tzinfo=UTC)) == datetime(
+        2026, 12, 1, 4, 0, tzinfo=UTC
+    )
+    assert next_due(datetime(2026, 12, 1, 4, 0, tzinfo=UTC)) == datetime(
+        2026, 12, 2, 4, 0, tzinfo=UTC
+    )
+
+
+def test_first_save_creates_the_routine_once(world):
+    assert not ReviewRoutine.objects.exists()
+    services.note_write(actor=world.as_agent, kind="fact", content="A project note")
+    assert not ReviewRoutine.objects.exists(), "tool notes are not the agent's own facts"
+    fact(world, "First fact")
+    routine = routine_of(world)
+    assert routine.next_run_at.hour == 4 and routine.next_run_at > timezone.now()
+    assert routine.state == "active"
+    fact(world, "Second fact")
+    assert ReviewRoutine.objects.count() == 1
+    services.routine_delete(actor=world.as_member, agent=world.agent)
+    fact(world, "Third fact")
+    assert routine_of(world).state == "deleted", "a later save does not revive it"
+
+
+def test_merge_keeps_the_newest_duplicate(world):
+    a = fact(world, "Deploy needs the VPN")
+    b = fact(world, "deploy needs  the vpn.")
+    c = fact(world, "DEPLOY NEEDS THE VPN")
+    other = fact(world, "Something else entirely")
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert review.counts["merged"] == 2 and review.status == "succeeded"
+    for old in (a, b):
+        old.refresh_from_db()
+        assert old.status == Status.ARCHIVED and old.archive_reason == "superseded"
+        assert old.superseded_by_id == c.id
+    assert Note.objects.get(pk=other.id).status == Status.ACTIVE
+    event = last_event(world.project, "note.merge")
+    assert event.details == {"into": c.id} and event.actor_agent_id == world.agent.id
+    assert normalized("Deploy needs the VPN!") == "deploy needs the vpn"
+
+
+def test_expired_facts_are_renewed_or_archived(world):
+    now = timezone.now()
+    recalled = fact(world, "Recalled recently")
+    forgotten_about = fact(world, "Never recalled")
+    Note.objects.filter(pk__in=[recalled.id, forgotten_about.id]).update(
+        expires_at=now - timedelta(hours=1)
+    )
+    Note.objects.filter(pk=recalled.id).update(last_recalled_at=now - timedelta(days=10))
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent, now=now)
+    assert (review.counts["renewed"], review.counts["expired"]) == (1, 1)
+    recalled.refresh_from_db()
+    forgotten_about.refresh_from_db()
+    assert recalled.status == Status.ACTIVE
+    assert recalled.expires_at > now + timedelta(days=89)
+    assert forgotten_about.status == Status.ARCHIVED
+    assert forgotten_about.archive_reason == "expired"
+    last_event(world.project, "note.renew")
+    last_event(world.project, "note.expire")
+
+
+def test_yesterdays_fact_lines_are_lifted(world):
+    row = services.day_append(
+        actor=world.as_agent, line="fact: The CI cache key uses the lockfile hash"
+    )
+    services.day_append(actor=world.as_agent, line="tried a few things with the cache")
+    services.day_append(actor=world.as_agent, line="learned: Staging restarts at 02:00 UTC")
+    today = timezone.now().date()
+    Note.objects.filter(pk=row.id).update(day=today - timedelta(days=1))
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert review.counts["lifted"] == 2
+    texts = set(
+        Note.objects.filter(owner_agent=world.agent, kind="fact").values_list("content", flat=True)
+    )
+    assert texts >= {"The CI cache key uses the lockfile hash", "Staging restarts at 02:00 UTC"}
+    lifted = Note.objects.get(content="The CI cache key uses the lockfile hash")
+    assert lifted.task_key == "memory-dreaming" and lifted.created_by_agent_id == world.agent.id
+    # Running again lifts nothing new: identical facts stay one.
+    again = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert again.counts["lifted"] == 0
+    assert liftable("09:12 PIN-7 Fact: x") == "x" and liftable("09:12 facts are fun") is None
+
+
+def test_unrecalled_facts_are_flagged(world):
+    old = fact(world, "An old fact nobody recalls")
+    fresh = fact(world, "A fresh fact")
+    Note.objects.filter(pk=old.id).update(created_at=timezone.now() - timedelta(days=40))
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert review.counts["flagged"] == 1 and review.counts["flagged_ids"] == [old.id]
+    assert fresh.id not in review.counts["flagged_ids"]
+
+
+def test_scheduled_run_happens_once_a_day(world, run_due):
+    fact(world, "A fact")
+    ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
+    assert run_due() == [routine_of(world).pk]
+    assert ReviewRun.objects.filter(trigger="schedule").count() == 1
+    review = ReviewRun.objects.get()
+    assert review.day == NOW.date() and review.status == "succeeded"
+    assert routine_of(world).next_run_at == datetime(2026, 12, 3, 4, 0, tzinfo=UTC)
+    # A second cron call the same day finds nothing due; a forced one finds the day claimed.
+    assert run_due(NOW + timedelta(minutes=5)) == []
+    ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
+    run_due(NOW + timedelta(minutes=10))
+    assert ReviewRun.objects.filter(trigger="schedule").count() == 1
+    assert Run.objects.filter(task_key="memory-dreaming").count() == 1
+
+
+def test_paused_routine_waits_until_resumed(world, run_due):
+    fact(world, "A fact")
+    ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
+    services.routine_pause(actor=world.as_member, agent=world.agent)
+    assert routine_of(world).state == "paused"
+    assert run_due() == [] and not ReviewRun.objects.exists()
+    last_event(world.project, "routine.pause")
+    services.routine_resume(actor=world.as_member, agent=world.agent)
+    last_event(world.project, "routine.resume")
+    assert len(run_due()) == 1 and ReviewRun.objects.count() == 1
+
+
+def test_routine_controls_are_for_members(world):
+    fact(world, "A fact")
+    with refused("not_found", world.project):
+        services.routine_pause(actor=world.as_outsider, agent=world.agent)
+    with refused("memory_forbidden", world.project):
+        services.routine_pause(actor=world.as_agent, agent=world.agent)
+    with refused("not_found", world.project):
+        services.routine_run_now(actor=world.as_member, agent=world.agent2)
+
+
+def test_disabled_memory_fails_the_run_without_changes(world):
+    fact(world, "Deploy needs the VPN")
+    fact(world, "deploy needs the vpn")
+    services.memory_disable(actor=world.as_manager, project=world.project)
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert review.status == "failed" and review.error_code == "memory_disabled"
+    assert Note.objects.filter(status=Status.ARCHIVED).count() == 0
+    assert last_event(world.project, "routine.run").details["status"] == "failed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cron_command(world):
+    """Real commits: outside a transaction the command's tasks run as they are enqueued."""
+    fact(world, "A fact")
+    ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
+    out = StringIO()
+    call_command("memory_run_due_routines", "--now", "2026-12-02T04:05:00Z", stdout=out)
+    assert "1 routine(s) due" in out.getvalue() and "succeeded" in out.getvalue()
+    out = StringIO()
+    call_command("memory_run_due_routines", "--now", "2026-12-02T04:10:00Z", stdout=out)
+    assert "0 routine(s) due" in out.getvalue()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_cron_commands_run_a_day_once(world):
+    fact(world, "A fact")
+    ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
+    barrier = threading.Barrier(4)
+    errors: list[Exception] = []
+
+    def cron() -> None:
+        try:
+            barrier.wait(timeout=10)
+            services.routines_run_due(now=NOW)
+        except Exception as exc:  # noqa: BLE001 - the test reports any failure
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=cron) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    assert ReviewRun.objects.filter(trigger="schedule").count() == 1
+    assert Run.objects.filter(task_key="memory-dreaming").count() == 1

@@ -39,6 +39,16 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}.") from exc
 
 
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}.") from exc
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -225,6 +235,8 @@ MEMORY_PORTAL = {
     "RUN_NOTE_QUOTA": env_int("MEMORY_RUN_NOTE_QUOTA", 128),
     "RUN_CALL_BUDGET": env_int("MEMORY_RUN_CALL_BUDGET", 512),
     "FACT_DEFAULT_EXPIRY_DAYS": env_int("MEMORY_FACT_DEFAULT_EXPIRY_DAYS", 90),
+    "RECALL_THRESHOLD": env_float("MEMORY_RECALL_THRESHOLD", 0.5),
+    "RECALL_TIME_BUDGET_SECONDS": env_float("MEMORY_RECALL_TIME_BUDGET_SECONDS", 2.0),
     "GIT_BINARY": os.environ.get("MEMORY_GIT_BINARY", "git"),
     "GIT_TIMEOUT_SECONDS": env_int("MEMORY_GIT_TIMEOUT_SECONDS", 10),
 }

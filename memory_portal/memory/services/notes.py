@@ -829,13 +829,15 @@ def note_reverify(*, actor: Actor, note_id: str) -> Note:
     return note
 
 
-def notes_mark_recalled(*, project: Project, note_ids: list[str]) -> int:
+def notes_mark_recalled(
+    *, project: Project, note_ids: list[str], now: datetime | None = None
+) -> int:
     """Count a recall pick: bumps recall_count and last_recalled_at. Not a memory change, so
     the revision and fingerprint stay."""
     if not note_ids:
         return 0
     return Note.objects.filter(project=project, pk__in=note_ids).update(
-        recall_count=F("recall_count") + 1, last_recalled_at=timezone.now()
+        recall_count=F("recall_count") + 1, last_recalled_at=now or timezone.now()
     )
 
 

@@ -1,0 +1,225 @@
+"""Measure recall quality on a labelled set (docs/RECALL.md, "Quality").
+
+The set is plain data (`FACTS`, `QUERIES`, `UNRELATED`, `HELD_OUT`; see
+tests/memory/recall_set.py). Each query is scored against its agent's facts only, exactly as
+`recall()` does it: `score_facts()` over the agent's facts (so the IDF is that agent's), then
+`_pick()` with the threshold, best first. No database is involved: the facts are lightweight
+objects carrying what scoring and picking read (`content`, `summary`, `id`, `created_at`).
+
+Figures are micro-averaged: precision = right picks / all picks, recall = right picks / all
+expected facts, over every query of the set. Unrelated queries are scored against every agent's
+facts and count their picks as false positives, reported apart.
+"""
+
+from __future__ import annotations
+
+import runpy
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+from django.conf import settings
+
+from .recall import _pick, recall_settings, score_facts
+
+
+def default_dataset_path() -> Path:
+    return Path(settings.BASE_DIR) / "tests" / "memory" / "recall_set.py"
+
+
+def load_dataset(path: str | Path | None = None) -> dict:
+    data = runpy.run_path(str(path or default_dataset_path()))
+    return {
+        "FACTS": data["FACTS"],
+        "QUERIES": data["QUERIES"],
+        "UNRELATED": data.get("UNRELATED", []),
+        "HELD_OUT": data.get("HELD_OUT", []),
+    }
+
+
+@dataclass
+class QueryOutcome:
+    agent: str
+    query: str
+    expected: set[str]
+    picked: list[tuple[str, float]]  # (fact key, score), best first
+
+    @property
+    def picked_keys(self) -> set[str]:
+        return {key for key, _ in self.picked}
+
+    @property
+    def hits(self) -> set[str]:
+        return self.expected & self.picked_keys
+
+    @property
+    def misses(self) -> set[str]:
+        return self.expected - self.picked_keys
+
+    @property
+    def extras(self) -> set[str]:
+        return self.picked_keys - self.expected
+
+
+@dataclass
+class SetFigures:
+    outcomes: list[QueryOutcome] = field(default_factory=list)
+
+    @property
+    def picked(self) -> int:
+        return sum(len(o.picked) for o in self.outcomes)
+
+    @property
+    def expected(self) -> int:
+        return sum(len(o.expected) for o in self.outcomes)
+
+    @property
+    def hits(self) -> int:
+        return sum(len(o.hits) for o in self.outcomes)
+
+    @property
+    def precision(self) -> float:
+        return self.hits / self.picked if self.picked else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.hits / self.expected if self.expected else 1.0
+
+
+@dataclass
+class Evaluation:
+    threshold: float
+    facts: int
+    agents: int
+    main: SetFigures
+    held_out: SetFigures
+    unrelated: list[QueryOutcome]  # one per (unrelated query, agent)
+
+    @property
+    def unrelated_hits(self) -> list[QueryOutcome]:
+        return [o for o in self.unrelated if o.picked]
+
+
+class _Fact(SimpleNamespace):
+    """What scoring and picking read from a Note."""
+
+
+def _facts_by_agent(facts: list[dict]) -> dict[str, list[_Fact]]:
+    by_agent: dict[str, list[_Fact]] = defaultdict(list)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i, fact in enumerate(facts):
+        by_agent[fact["agent"]].append(
+            _Fact(
+                id=fact["key"],
+                key=fact["key"],
+                content=fact["text"],
+                summary="",
+                created_at=start + timedelta(minutes=i),
+            )
+        )
+    # live_facts() hands recall the newest first; keep that order.
+    return {agent: list(reversed(rows)) for agent, rows in by_agent.items()}
+
+
+def _run(query: str, agent: str, facts: list[_Fact], threshold: float) -> QueryOutcome:
+    scores = score_facts(query, facts)
+    picked = _pick(facts, scores, threshold)
+    return QueryOutcome(
+        agent=agent, query=query, expected=set(), picked=[(p.note.key, p.score) for p in picked]
+    )
+
+
+def _check(dataset: dict, by_agent: dict[str, list[_Fact]]) -> None:
+    keys = [f["key"] for f in dataset["FACTS"]]
+    if len(keys) != len(set(keys)):
+        raise ValueError("fact keys must be unique")
+    agent_of = {f["key"]: f["agent"] for f in dataset["FACTS"]}
+    for q in [*dataset["QUERIES"], *dataset["HELD_OUT"]]:
+        if q["agent"] not in by_agent:
+            raise ValueError(f"query {q['query']!r} names an agent without facts")
+        for key in q["expected"]:
+            if agent_of.get(key) != q["agent"]:
+                raise ValueError(f"query {q['query']!r} expects {key!r}, not a fact of its agent")
+
+
+def evaluate(dataset: dict, *, threshold: float | None = None) -> Evaluation:
+    if threshold is None:
+        threshold = recall_settings()["threshold"]
+    by_agent = _facts_by_agent(dataset["FACTS"])
+    _check(dataset, by_agent)
+
+    def run_set(queries: list[dict]) -> SetFigures:
+        figures = SetFigures()
+        for q in queries:
+            outcome = _run(q["query"], q["agent"], by_agent[q["agent"]], threshold)
+            outcome.expected = set(q["expected"])
+            figures.outcomes.append(outcome)
+        return figures
+
+    unrelated = [
+        _run(query, agent, facts, threshold)
+        for query in dataset["UNRELATED"]
+        for agent, facts in sorted(by_agent.items())
+    ]
+    return Evaluation(
+        threshold=threshold,
+        facts=len(dataset["FACTS"]),
+        agents=len(by_agent),
+        main=run_set(dataset["QUERIES"]),
+        held_out=run_set(dataset["HELD_OUT"]),
+        unrelated=unrelated,
+    )
+
+
+def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
+    out = [
+        f"Recall quality at threshold {ev.threshold:.2f}: {ev.facts} facts of {ev.agents} agents",
+    ]
+
+    def line(label: str, figures: SetFigures) -> str:
+        return (
+            f"{label:<10} queries {len(figures.outcomes):>3}  expected {figures.expected:>3}  "
+            f"picked {figures.picked:>3}  right {figures.hits:>3}  "
+            f"precision {figures.precision:.3f}  recall {figures.recall:.3f}"
+        )
+
+    out.append(line("main", ev.main))
+    if ev.held_out.outcomes:
+        out.append(line("held-out", ev.held_out))
+    queries = len({o.query for o in ev.unrelated})
+    hits = ev.unrelated_hits
+    out.append(
+        f"unrelated  queries {queries:>3}  checked against every agent: "
+        f"{sum(len(o.picked) for o in hits)} facts picked"
+    )
+    for o in hits:
+        picked = ", ".join(f"{k} {s:.2f}" for k, s in o.picked)
+        out.append(f"  ! {o.agent}: {o.query!r} picked {picked}")
+
+    def table(label: str, figures: SetFigures) -> None:
+        out.append("")
+        out.append(f"{label} (+ right, - missed, ? not expected):")
+        for o in figures.outcomes:
+            mark = "ok  " if not o.misses and not o.extras else "FAIL"
+            out.append(f"{mark} [{o.agent}] {o.query}")
+            for key, score in o.picked:
+                out.append(f"       {'+' if key in o.expected else '?'} {key} {score:.2f}")
+            for key in sorted(o.misses):
+                out.append(f"       - {key}")
+
+    if verbose:
+        table("Main set", ev.main)
+        if ev.held_out.outcomes:
+            table("Held-out set", ev.held_out)
+    else:
+        failed = [o for o in ev.main.outcomes if o.misses or o.extras]
+        if failed:
+            out.append("")
+            out.append(f"main-set queries with a miss or an extra pick: {len(failed)}")
+            for o in failed:
+                miss = f" missed {', '.join(sorted(o.misses))}" if o.misses else ""
+                extra = f" extra {', '.join(sorted(o.extras))}" if o.extras else ""
+                out.append(f"  [{o.agent}] {o.query!r}:{miss}{extra}")
+    return "\n".join(out)

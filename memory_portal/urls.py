@@ -4,9 +4,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
 from memory_portal.api.api import api, unknown_route
+from memory_portal.dashboard import views as dashboard_views
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", dashboard_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", unknown_route),

@@ -1,9 +1,40 @@
+"""Dashboard URLs: one page per view, one POST URL per verb."""
+
 from django.urls import path
 
 from . import views
 
 app_name = "dashboard"
 
+P = "p/<slug:slug>/"
+NOTE = P + "notes/<str:note_id>/"
+
 urlpatterns = [
     path("", views.projects, name="projects"),
+    path("audit/", views.audit, name="audit"),
+    path(P, views.project_memory, name="project"),
+    path(P + "memory/enable/", views.memory_enable, name="memory-enable"),
+    path(P + "memory/disable/", views.memory_disable, name="memory-disable"),
+    path(P + "memory/reset/", views.memory_reset, name="memory-reset"),
+    path(P + "notes/bulk/", views.notes_bulk, name="notes-bulk"),
+    path(NOTE, views.note_detail, name="note"),
+    path(NOTE + "approve/", views.note_approve, name="note-approve"),
+    path(NOTE + "reject/", views.note_reject, name="note-reject"),
+    path(NOTE + "veto/", views.note_veto, name="note-veto"),
+    path(NOTE + "undo/", views.note_undo, name="note-undo"),
+    path(NOTE + "archive/", views.note_archive, name="note-archive"),
+    path(NOTE + "unarchive/", views.note_unarchive, name="note-unarchive"),
+    path(NOTE + "edit/", views.note_edit, name="note-edit"),
+    path(NOTE + "forget/", views.note_forget, name="note-forget"),
+    path(NOTE + "reverify/", views.note_reverify, name="note-reverify"),
+    path(P + "recoveries/", views.recoveries, name="recoveries"),
+    path(P + "recoveries/<str:recovery_id>/restore/", views.recovery_restore, name="restore"),
+    path(P + "review/", views.review, name="review"),
+    path(P + "review/lift/", views.day_line_lift, name="lift"),
+    path(P + "agents/", views.agents, name="agents"),
+    path(P + "agents/<str:agent_id>/", views.agent_detail, name="agent"),
+    path(P + "agents/<str:agent_id>/facts/", views.agent_fact_save, name="agent-fact"),
+    path(P + "runs/", views.runs, name="runs"),
+    path(P + "runs/<str:run_id>/", views.run_detail, name="run"),
+    path(P + "runs/<str:run_id>/delete/", views.run_delete, name="run-delete"),
 ]

@@ -1,23 +1,732 @@
-"""Dashboard views: parse, call one selector or service, render."""
+"""Dashboard views: parse the request, call one selector or service per change, render. The
+rules live in memory_portal.memory; a refusal (MemoryPortalError) becomes a message or a toast,
+and anything of a project a person does not belong to is a 404."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from urllib.parse import urlencode
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render, resolve_url
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from memory_portal.memory import selectors
+from memory_portal.memory import selectors, services
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.models import Note
+
+from .filters import KNOWN_ACTIONS, AuditFilter, NoteFilter
+from .forms import (
+    BULK_ACTIONS,
+    ArchiveForm,
+    BulkForm,
+    DeleteRunForm,
+    EditForm,
+    FactForm,
+    LiftForm,
+    ResetForm,
+    ThrottledAuthenticationForm,
+)
+from .tables import PER_PAGE_CHOICES, AuditTable, NoteTable, RunTable, paginate
+
+NOT_FOUND_CODES = {"not_found", "memory_not_found", "memory_recovery_not_found"}
+MEMORY_PAGE = "dashboard/project_memory.html"
 
 
-@login_required
-def projects(request):
-    rows = []
-    for project in selectors.projects_for_user(user=request.user):
-        setting = selectors.setting_get(project=project)
-        rows.append(
-            {
-                "project": project,
-                "setting": setting,
-                "counts": selectors.project_counts(project=project),
-            }
+# --- Plumbing -------------------------------------------------------------------------------
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login with failed attempts throttled per (username, client address)."""
+
+    form_class = ThrottledAuthenticationForm
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.throttled:
+            response.status_code = 429
+        return response
+
+
+def person_view(view: Callable) -> Callable:
+    """Logged-in people only (htmx calls get a client redirect to the login page); a
+    not-found refusal from a selector or service is a 404, so outsiders learn nothing."""
+
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            if request.htmx:
+                return HttpResponseClientRedirect(
+                    f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': request.path})}"
+                )
+            return redirect_to_login(request.get_full_path())
+        try:
+            return view(request, *args, **kwargs)
+        except MemoryPortalError as err:
+            if err.code in NOT_FOUND_CODES:
+                raise Http404(err.message) from err
+            # A refusal no view expected: say it plainly rather than fail.
+            if request.htmx:
+                response = HttpResponse("")
+                response["HX-Reswap"] = "none"
+                return _toast(response, "error", err.message, err.hint)
+            context = {"error": err}
+            return render(request, "dashboard/refused.html", context, status=err.status)
+
+    return wrapper
+
+
+def _actor(request) -> Actor:
+    return Actor.person(request.user)
+
+
+def _access(request, slug: str) -> selectors.ProjectAccess:
+    return selectors.project_access(actor=_actor(request), slug=slug)
+
+
+def _project_context(access: selectors.ProjectAccess, *, fresh: bool = False) -> dict:
+    """What every project page's header shows: the switch and the counters."""
+    project = access.project
+    setting = selectors.setting_get(project=project) if fresh else project.memory_setting
+    return {
+        "access": access,
+        "project": project,
+        "setting": setting,
+        "counts": selectors.project_counts(project=project),
+        "cap": settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"],
+    }
+
+
+def _next_url(request, access: selectors.ProjectAccess) -> str:
+    """Where a no-JavaScript POST returns: the page it came from (same host only)."""
+    candidate = request.POST.get("next") or request.GET.get("next") or ""
+    if candidate and url_has_allowed_host_and_scheme(
+        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return candidate
+    return reverse("dashboard:project", args=[access.project.slug])
+
+
+def _toast(response: HttpResponse, level: str, message: str, hint: str = "") -> HttpResponse:
+    return trigger_client_event(
+        response, "toast", {"level": level, "message": message, "hint": hint}
+    )
+
+
+def _refused(request, access, err: MemoryPortalError) -> HttpResponse:
+    """Show a refusal where the person is: a toast (htmx, nothing swapped) or a message on the
+    page they come back to."""
+    if err.code in NOT_FOUND_CODES:
+        raise Http404(err.message) from err
+    if request.htmx:
+        response = HttpResponse("")
+        response["HX-Reswap"] = "none"
+        return _toast(response, "error", err.message, err.hint)
+    messages.error(request, f"{err.message} {err.hint}")
+    return redirect(_next_url(request, access))
+
+
+def _form_refused(request, access, form) -> HttpResponse:
+    first = next(iter(form.errors.values()))[0]
+    if request.htmx:
+        response = HttpResponse("")
+        response["HX-Reswap"] = "none"
+        return _toast(response, "error", first)
+    messages.error(request, first)
+    return redirect(_next_url(request, access))
+
+
+def _rows(access, request, note_ids: Iterable[str]) -> list[Note]:
+    ids = list(dict.fromkeys(note_ids))
+    found = {
+        n.pk: n
+        for n in selectors.notes_table(actor=_actor(request), project=access.project).filter(
+            pk__in=ids
         )
+    }
+    return [found[i] for i in ids if i in found]
+
+
+def _rows_response(request, access, *, note_ids, message: str, oob: bool = False):
+    """After a note action: htmx gets the changed rows and the counters; a plain POST is
+    redirected back to the page (and filters) it came from."""
+    if not request.htmx:
+        messages.success(request, message)
+        return redirect(_next_url(request, access))
+    context = {
+        **_project_context(access, fresh=True),
+        "rows": _rows(access, request, note_ids),
+        "next": _next_url(request, access),
+        "oob": oob,
+    }
+    response = render(request, f"{MEMORY_PAGE}#row_response", context)
+    return _toast(response, "success", message)
+
+
+def _note_action(request, slug: str, note_id: str, call, message: Callable[..., str]):
+    """One row action: find the note in this project (404 otherwise), make one service call,
+    answer with the new row."""
+    access = _access(request, slug)
+    actor = _actor(request)
+    note = selectors.note_in_project(actor=actor, project=access.project, note_id=note_id)
+    try:
+        result = call(actor, note)
+    except MemoryPortalError as err:
+        return _refused(request, access, err)
+    changed = [note.pk]
+    if isinstance(result, services.notes.WriteResult):
+        changed = [result.note.pk, note.pk]
+    return _rows_response(request, access, note_ids=changed, message=message(note, result))
+
+
+def _note_table(request, access, queryset, *, fixed: dict | None = None, prefix: str = ""):
+    """The filtered, sorted, paginated notes table (project, agent and run pages)."""
+    data = request.GET.copy()
+    for name, value in (fixed or {}).items():
+        data[name] = value
+    agents = list(access.project.agents.order_by("name"))
+    filterset = NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
+    table = paginate(NoteTable(filterset.qs), request)
+    return filterset, table
+
+
+# --- Pages ----------------------------------------------------------------------------------
+
+
+@require_GET
+@person_view
+def projects(request):
+    rows = selectors.projects_overview(actor=_actor(request))
     cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
     return render(request, "dashboard/projects.html", {"rows": rows, "cap": cap})
+
+
+@require_GET
+@person_view
+def project_memory(request, slug):
+    access = _access(request, slug)
+    queryset = selectors.notes_table(actor=_actor(request), project=access.project)
+    filterset, table = _note_table(request, access, queryset)
+    context = {
+        **_project_context(access),
+        "filter": filterset,
+        "table": table,
+        "per_page_choices": PER_PAGE_CHOICES,
+        "reset_form": ResetForm(project=access.project),
+        "bulk_actions": BULK_ACTIONS,
+        "next": request.get_full_path(),
+        "tab": "notes",
+    }
+    return render(request, MEMORY_PAGE, context)
+
+
+@require_GET
+@person_view
+def note_detail(request, slug, note_id):
+    access = _access(request, slug)
+    detail = selectors.note_detail(actor=_actor(request), project=access.project, note_id=note_id)
+    context = {
+        **_project_context(access),
+        "detail": detail,
+        "note": detail.note,
+        "next": request.get_full_path(),
+        "tab": "notes",
+    }
+    return render(request, "dashboard/note.html", context)
+
+
+@require_GET
+@person_view
+def review(request, slug):
+    access = _access(request, slug)
+    queue = selectors.review_queue(actor=_actor(request), project=access.project)
+    sections = [
+        ("learned", "Learned notes, oldest first", queue.learned, "trust=learned&status=active"),
+        ("expired", "Expired notes", queue.expired, "expired=true&status=active"),
+        ("not_recalled", "Not recalled in 30 days", queue.not_recalled, ""),
+        ("stale", "Evidence stale", queue.stale, "evidence_stale=true&status=active"),
+    ]
+    context = {
+        **_project_context(access),
+        "queue": queue,
+        "sections": [
+            {
+                "key": key,
+                "title": title,
+                "rows": rows,
+                "total": queue.totals[key],
+                "table": NoteTable(rows, orderable=False),
+                "filter_query": query,
+            }
+            for key, title, rows, query in sections
+        ],
+        "bulk_actions": BULK_ACTIONS,
+        "next": request.get_full_path(),
+        "tab": "review",
+    }
+    return render(request, "dashboard/review.html", context)
+
+
+@require_GET
+@person_view
+def recoveries(request, slug):
+    access = _access(request, slug)
+    records = selectors.recoveries_for_actor(actor=_actor(request), project=access.project)
+    page = Paginator(records.order_by("-created_at", "-id"), 50).get_page(request.GET.get("page"))
+    context = {
+        **_project_context(access),
+        "page": page,
+        "next": request.get_full_path(),
+        "tab": "recoveries",
+    }
+    return render(request, "dashboard/recoveries.html", context)
+
+
+@require_GET
+@person_view
+def agents(request, slug):
+    access = _access(request, slug)
+    rows = selectors.agents_overview(actor=_actor(request), project=access.project)
+    context = {**_project_context(access), "agents": rows, "tab": "agents"}
+    return render(request, "dashboard/agents.html", context)
+
+
+def _agent_page(request, access, agent, *, fact_form=None, status=200):
+    actor = _actor(request)
+    queryset = selectors.notes_table(actor=actor, project=access.project)
+    filterset, table = _note_table(request, access, queryset, fixed={"agent": agent.pk})
+    context = {
+        **_project_context(access),
+        "agent": agent,
+        "filter": filterset,
+        "fixed_filters": ["agent"],
+        "table": table,
+        "per_page_choices": PER_PAGE_CHOICES,
+        "day_log": selectors.agent_day_log(actor=actor, agent=agent),
+        "fact_form": fact_form or FactForm(),
+        "bulk_actions": BULK_ACTIONS,
+        "next": request.get_full_path(),
+        "tab": "agents",
+    }
+    return render(request, "dashboard/agent.html", context, status=status)
+
+
+@require_GET
+@person_view
+def agent_detail(request, slug, agent_id):
+    access = _access(request, slug)
+    agent = selectors.agent_in_project(
+        actor=_actor(request), project=access.project, agent_id=agent_id
+    )
+    return _agent_page(request, access, agent)
+
+
+@require_GET
+@person_view
+def runs(request, slug):
+    access = _access(request, slug)
+    rows = selectors.runs_for_project(actor=_actor(request), project=access.project)
+    table = paginate(RunTable(rows), request)
+    context = {**_project_context(access), "table": table, "tab": "runs"}
+    return render(request, "dashboard/runs.html", context)
+
+
+@require_GET
+@person_view
+def run_detail(request, slug, run_id):
+    access = _access(request, slug)
+    detail = selectors.run_detail(actor=_actor(request), project=access.project, run_id=run_id)
+    table = paginate(NoteTable(detail.notes), request)
+    context = {
+        **_project_context(access),
+        "detail": detail,
+        "run": detail.run,
+        "table": table,
+        "delete_form": DeleteRunForm(),
+        "bulk_actions": BULK_ACTIONS,
+        "next": request.get_full_path(),
+        "tab": "runs",
+    }
+    return render(request, "dashboard/run.html", context)
+
+
+@require_GET
+@person_view
+def audit(request):
+    actor = _actor(request)
+    slug = request.GET.get("project")
+    if slug:
+        selectors.project_access(actor=actor, slug=slug)  # 404 for a project not theirs
+    projects_list = list(selectors.projects_for_user(user=request.user))
+    filterset = AuditFilter(
+        request.GET or None,
+        queryset=selectors.audit_events_for_person(actor=actor),
+        projects=projects_list,
+    )
+    table = paginate(AuditTable(filterset.qs), request, lazy=True)
+    context = {"filter": filterset, "table": table, "known_actions": KNOWN_ACTIONS}
+    return render(request, "dashboard/audit.html", context)
+
+
+# --- Note actions (one service call each) ---------------------------------------------------
+
+
+@require_POST
+@person_view
+def note_approve(request, slug, note_id):
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_approve(actor=actor, note_id=note.pk),
+        lambda note, _: f"Approved {note.pk}: agents and reviewers see it as reviewed.",
+    )
+
+
+@require_POST
+@person_view
+def note_reject(request, slug, note_id):
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_reject(actor=actor, note_id=note.pk),
+        lambda note, _: f"Rejected {note.pk}: agents will not be served it.",
+    )
+
+
+@require_POST
+@person_view
+def note_veto(request, slug, note_id):
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_veto(actor=actor, note_id=note.pk),
+        lambda note, _: f"Vetoed {note.pk}. Undo brings it back.",
+    )
+
+
+@require_POST
+@person_view
+def note_undo(request, slug, note_id):
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_undo(actor=actor, note_id=note.pk),
+        lambda note, _: f"{note.pk} is active again.",
+    )
+
+
+@require_POST
+@person_view
+def note_unarchive(request, slug, note_id):
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_unarchive(actor=actor, note_id=note.pk),
+        lambda note, _: f"{note.pk} is active again.",
+    )
+
+
+@require_POST
+@person_view
+def note_archive(request, slug, note_id):
+    form = ArchiveForm(request.POST)
+    if not form.is_valid():
+        return _form_refused(request, _access(request, slug), form)
+    reason = form.cleaned_data["reason"]
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_archive(actor=actor, note_id=note.pk, reason=reason),
+        lambda note, _: f"Archived {note.pk}.",
+    )
+
+
+@require_POST
+@person_view
+def note_edit(request, slug, note_id):
+    form = EditForm(request.POST)
+    if not form.is_valid():
+        return _form_refused(request, _access(request, slug), form)
+    content = form.cleaned_data["content"]
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_edit(actor=actor, note_id=note.pk, content=content),
+        lambda note, result: (
+            f"Saved the edit as {result.note.pk}; {note.pk} is archived as superseded."
+            if result.created
+            else f"That text is already live as {result.note.pk}."
+        ),
+    )
+
+
+@require_POST
+@person_view
+def note_forget(request, slug, note_id):
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_forget(actor=actor, note_id=note.pk),
+        lambda note, recovery: (
+            f"Forgot {note.pk} (recovery {recovery.pk}). Restore brings it back."
+        ),
+    )
+
+
+@require_POST
+@person_view
+def note_reverify(request, slug, note_id):
+    return _note_action(
+        request,
+        slug,
+        note_id,
+        lambda actor, note: services.note_reverify(actor=actor, note_id=note.pk),
+        lambda note, result: f"Evidence of {note.pk} re-verified at {result.evidence_commit[:10]}.",
+    )
+
+
+@require_POST
+@person_view
+def recovery_restore(request, slug, recovery_id):
+    access = _access(request, slug)
+    actor = _actor(request)
+    recovery = selectors.recovery_in_project(
+        actor=actor, project=access.project, recovery_id=recovery_id
+    )
+    try:
+        note = services.note_restore(actor=actor, recovery_id=recovery.pk)
+    except MemoryPortalError as err:
+        return _refused(request, access, err)
+    message = f"Restored {note.pk} ({note.status})."
+    if request.htmx and request.POST.get("from") == "recoveries":
+        context = {**_project_context(access, fresh=True), "recovery": recovery, "restored": note}
+        response = render(request, "dashboard/recoveries.html#recovery_response", context)
+        return _toast(response, "success", message)
+    return _rows_response(request, access, note_ids=[note.pk], message=message)
+
+
+@require_POST
+@person_view
+def notes_bulk(request, slug):
+    """The same service call for each selected note; what was refused is reported, the rest
+    is done."""
+    access = _access(request, slug)
+    form = BulkForm(request.POST)
+    if not form.is_valid():
+        return _form_refused(request, access, form)
+    actor = _actor(request)
+    verb = form.cleaned_data["action"]
+    calls = {
+        "approve": services.note_approve,
+        "reject": services.note_reject,
+        "veto": services.note_veto,
+        "forget": services.note_forget,
+    }
+    wanted = form.cleaned_data["ids"]
+    in_project = set(
+        selectors.notes_table(actor=actor, project=access.project)
+        .filter(pk__in=wanted)
+        .values_list("pk", flat=True)
+    )
+    done: list[str] = []
+    refusals: list[str] = []
+    for note_id in wanted:
+        if note_id not in in_project:
+            refusals.append(f"{note_id}: not found")
+            continue
+        try:
+            calls[verb](actor=actor, note_id=note_id)
+        except MemoryPortalError as err:
+            refusals.append(f"{note_id}: {err.message}")
+        else:
+            done.append(note_id)
+    label = BULK_ACTIONS[verb].lower()
+    message = f"{BULK_ACTIONS[verb]}: {len(done)} of {len(wanted)} notes."
+    if refusals:
+        message += f" Could not {label} {len(refusals)}: " + "; ".join(refusals[:5])
+    if not done:
+        if request.htmx:
+            response = HttpResponse("")
+            response["HX-Reswap"] = "none"
+            return _toast(response, "error", message)
+        messages.error(request, message)
+        return redirect(_next_url(request, access))
+    if not request.htmx:
+        (messages.warning if refusals else messages.success)(request, message)
+        return redirect(_next_url(request, access))
+    response = _rows_response(request, access, note_ids=done, message=message, oob=True)
+    if refusals:
+        response = _toast(response, "warning", message)
+    return response
+
+
+# --- Project memory controls ----------------------------------------------------------------
+
+
+def _setting_response(request, access, message: str):
+    if not request.htmx:
+        messages.success(request, message)
+        return redirect(_next_url(request, access))
+    context = {
+        **_project_context(access, fresh=True),
+        "reset_form": ResetForm(project=access.project),
+    }
+    context["next"] = _next_url(request, access)
+    response = render(request, f"{MEMORY_PAGE}#setting_response", context)
+    return _toast(response, "success", message)
+
+
+@require_POST
+@person_view
+def memory_enable(request, slug):
+    access = _access(request, slug)
+    try:
+        services.memory_enable(actor=_actor(request), project=access.project)
+    except MemoryPortalError as err:
+        return _refused(request, access, err)
+    return _setting_response(
+        request, access, "Memory enabled: agents are offered memory tools from their next call."
+    )
+
+
+@require_POST
+@person_view
+def memory_disable(request, slug):
+    access = _access(request, slug)
+    try:
+        services.memory_disable(actor=_actor(request), project=access.project)
+    except MemoryPortalError as err:
+        return _refused(request, access, err)
+    return _setting_response(
+        request,
+        access,
+        "Memory disabled: agent calls now answer memory_disabled. Notes are kept.",
+    )
+
+
+@require_POST
+@person_view
+def memory_reset(request, slug):
+    access = _access(request, slug)
+    form = ResetForm(request.POST, project=access.project)
+    if not form.is_valid():
+        messages.error(request, form.errors["confirm_slug"][0])
+        return redirect(reverse("dashboard:project", args=[slug]))
+    try:
+        counts = services.memory_reset(actor=_actor(request), project=access.project)
+    except MemoryPortalError as err:
+        messages.error(request, f"{err.message} {err.hint}")
+        return redirect(reverse("dashboard:project", args=[slug]))
+    messages.success(
+        request,
+        f"Reset {access.project.slug}: deleted {counts['notes']} notes, "
+        f"{counts['recoveries']} recovery records and {counts['scratchpad_items']} "
+        "scratchpad items.",
+    )
+    response = redirect(reverse("dashboard:project", args=[slug]))
+    if request.htmx:
+        return HttpResponseClientRedirect(response.url)
+    return response
+
+
+# --- Agents, day logs, runs -----------------------------------------------------------------
+
+
+@require_POST
+@person_view
+def agent_fact_save(request, slug, agent_id):
+    access = _access(request, slug)
+    actor = _actor(request)
+    agent = selectors.agent_in_project(actor=actor, project=access.project, agent_id=agent_id)
+    form = FactForm(request.POST)
+    if not form.is_valid():
+        return _agent_page(request, access, agent, fact_form=form, status=400)
+    try:
+        result = services.fact_save(actor=actor, agent_id=agent.pk, text=form.cleaned_data["text"])
+    except MemoryPortalError as err:
+        if err.code in NOT_FOUND_CODES:
+            raise Http404(err.message) from err
+        form.add_error("text", f"{err.message} {err.hint}")
+        return _agent_page(request, access, agent, fact_form=form, status=400)
+    if result.created:
+        messages.success(request, f"Saved {result.note.pk} for {agent.name}.")
+    else:
+        messages.info(request, f"{agent.name} already keeps this fact as {result.note.pk}.")
+    return redirect(reverse("dashboard:agent", args=[slug, agent.pk]))
+
+
+@require_POST
+@person_view
+def day_line_lift(request, slug):
+    """Lift one of yesterday's day-log lines into a fact of the same agent."""
+    access = _access(request, slug)
+    actor = _actor(request)
+    form = LiftForm(request.POST)
+    if not form.is_valid():
+        return _form_refused(request, access, form)
+    try:
+        line = selectors.day_line_get(
+            actor=actor,
+            project=access.project,
+            note_id=form.cleaned_data["note"],
+            index=form.cleaned_data["line"],
+        )
+        result = services.fact_save(actor=actor, agent_id=line.note.owner_agent_id, text=line.text)
+    except MemoryPortalError as err:
+        return _refused(request, access, err)
+    agent_name = line.note.owner_agent.name
+    message = (
+        f"Saved {result.note.pk} as a fact of {agent_name}."
+        if result.created
+        else f"{agent_name} already keeps this as {result.note.pk}."
+    )
+    if not request.htmx:
+        messages.success(request, message)
+        return redirect(_next_url(request, access))
+    lifted = selectors.DayLine(line.note, line.index, line.line, line.text, result.note.pk)
+    context = {**_project_context(access, fresh=True), "item": lifted, "oob_counts": True}
+    response = render(request, "dashboard/review.html#day_line_response", context)
+    return _toast(response, "success", message)
+
+
+@require_POST
+@person_view
+def run_delete(request, slug, run_id):
+    access = _access(request, slug)
+    actor = _actor(request)
+    run = selectors.run_in_project(actor=actor, project=access.project, run_id=run_id)
+    run_page = reverse("dashboard:run", args=[slug, run.pk])
+    form = DeleteRunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Tick the confirmation box to delete the run.")
+        return redirect(run_page)
+    try:
+        counts = services.run_delete(actor=actor, run=run)
+    except MemoryPortalError as err:
+        messages.error(request, f"{err.message} {err.hint}")
+        return redirect(run_page)
+    messages.success(
+        request,
+        f"Deleted run {run_id} and {counts['scratchpad_items']} scratchpad items; "
+        "its notes keep their provenance.",
+    )
+    return redirect(reverse("dashboard:runs", args=[slug]))

@@ -339,3 +339,343 @@ def project_counts(*, project: Project) -> dict:
 def audit_events_for(*, actor: Actor, project: Project) -> QuerySet[AuditEvent]:
     require_member(actor, project)
     return AuditEvent.objects.filter(project=project).order_by("-created_at", "-id")
+
+
+# --- Dashboard reads ---
+# What the server-rendered dashboard shows, for a person: one function per page region, each
+# with a fixed number of queries however many rows it returns.
+
+from datetime import timedelta  # noqa: E402
+
+from django.db.models import ExpressionWrapper, F  # noqa: E402
+
+from .errors import invalid  # noqa: E402
+from .models import Role, Target, ToolCallCount  # noqa: E402
+from .validation import content_identity, normalize_text  # noqa: E402
+
+DAY_STAMP_LENGTH = len("HH:MM ")
+NOT_RECALLED_DAYS = 30
+
+
+@dataclass(frozen=True)
+class ProjectAccess:
+    """A person's way into one project: the project (with its setting row) and their role.
+    The dashboard shows controls by these flags; the services enforce the same rules."""
+
+    project: Project
+    role: str
+
+    @property
+    def is_manager(self) -> bool:
+        return self.role == Role.MANAGER
+
+    # Managers approve / reject, forget / restore, switch and reset memory and delete runs;
+    # every member reads, edits, archives, vetoes and undoes (SPEC §2.3).
+    @property
+    def can_review(self) -> bool:
+        return self.is_manager
+
+    @property
+    def can_forget(self) -> bool:
+        return self.is_manager
+
+    @property
+    def can_control(self) -> bool:
+        return self.is_manager
+
+    @property
+    def can_delete_runs(self) -> bool:
+        return self.is_manager
+
+
+def project_access(*, actor: Actor, slug: str) -> ProjectAccess:
+    """The project by slug for a member (anyone else: `not_found`, never a hint it exists)."""
+    project = Project.objects.filter(slug=slug).select_related("memory_setting").first()
+    if project is None:
+        from .access import project_not_found
+
+        raise project_not_found(slug)
+    return ProjectAccess(project=project, role=require_member(actor, project))
+
+
+def projects_overview(*, actor: Actor) -> QuerySet[Project]:
+    """The person's projects with their switch, stored notes and notes awaiting review, in one
+    query."""
+    return projects_for_user(user=actor.user).annotate(
+        note_total=Count("notes"),
+        awaiting=Count("notes", filter=Q(notes__trust=Trust.LEARNED, notes__status=Status.ACTIVE)),
+    )
+
+
+def notes_table(*, actor: Actor, project: Project) -> QuerySet[Note]:
+    """Every note of the project a member sees, with what a table row shows joined in one query:
+    application, owner agent, origin run and its agent, evidence repository, who vetoed, who
+    created, the open recovery record and the evidence-stale flag."""
+    return (
+        notes_for_actor(actor=actor, project=project)
+        .select_related(
+            "application",
+            "owner_agent",
+            "origin_run__agent",
+            "evidence_repository",
+            "vetoed_by",
+            "created_by_user",
+        )
+        .annotate(
+            evidence_stale=ExpressionWrapper(
+                evidence_stale_annotation(), output_field=BooleanField()
+            ),
+            recovery_ref=F("recovery__id"),
+        )
+    )
+
+
+def note_in_project(*, actor: Actor, project: Project, note_id: str) -> Note:
+    """One table row of the project (`memory_not_found` for a note of another project)."""
+    note = notes_table(actor=actor, project=project).filter(pk=note_id).first()
+    if note is None:
+        raise note_not_found(note_id)
+    return note
+
+
+@dataclass(frozen=True)
+class NoteDetail:
+    note: Note
+    older: list[Note]  # the notes this one replaced, nearest first
+    newer: list[Note]  # the notes that replaced it, nearest first
+    events: QuerySet[AuditEvent]
+
+
+def note_detail(*, actor: Actor, project: Project, note_id: str) -> NoteDetail:
+    """A note with its supersede chain both ways and its audit history."""
+    note = note_in_project(actor=actor, project=project, note_id=note_id)
+
+    def walk(start: Note, link: str) -> list[Note]:
+        chain: list[Note] = []
+        seen = {start.pk}
+        next_id = getattr(start, f"{link}_id")
+        while next_id and next_id not in seen and len(chain) < 50:
+            found = Note.objects.filter(pk=next_id, project=project).first()
+            if found is None:
+                break
+            chain.append(found)
+            seen.add(found.pk)
+            next_id = getattr(found, f"{link}_id")
+        return chain
+
+    events = AuditEvent.objects.filter(project=project, note_ref=note.pk).order_by(
+        "-created_at", "-id"
+    )
+    return NoteDetail(
+        note=note, older=walk(note, "supersedes"), newer=walk(note, "superseded_by"), events=events
+    )
+
+
+@dataclass(frozen=True)
+class DayLine:
+    """One line of a day log, offered to lift into a fact of the same agent."""
+
+    note: Note  # the day row
+    index: int
+    line: str  # as written: "HH:MM TASK-KEY text"
+    text: str  # the fact a lift saves: the line without its HH:MM stamp
+    lifted_as: str | None  # the live fact that already holds this text
+
+
+def _day_line_text(line: str) -> str:
+    stamp = line[:DAY_STAMP_LENGTH]
+    if len(stamp) == DAY_STAMP_LENGTH and stamp[2] == ":" and stamp[:2].isdigit():
+        return line[DAY_STAMP_LENGTH:].strip()
+    return line.strip()
+
+
+def _day_lines(project: Project, rows: list[Note]) -> list[DayLine]:
+    drafts = []
+    for row in rows:
+        for index, line in enumerate(row.lines):
+            text = _day_line_text(line)
+            if not text:
+                continue
+            identity = content_identity(
+                kind=Kind.FACT,
+                scope=Scope.AGENT,
+                target=Target.LONG_TERM,
+                day=None,
+                application_id=None,
+                owner_agent_id=row.owner_agent_id,
+                content=normalize_text(text),
+            )
+            drafts.append((row, index, line, text, identity))
+    live = dict(
+        Note.objects.filter(
+            project=project,
+            status=Status.ACTIVE,
+            content_hash__in=[d[4] for d in drafts],
+        ).values_list("content_hash", "id")
+    )
+    return [DayLine(row, index, line, text, live.get(h)) for row, index, line, text, h in drafts]
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    learned: list[Note]  # learned live notes, oldest first
+    expired: list[Note]  # active notes past their expiry
+    not_recalled: list[Note]  # live notes no recall picked in 30 days
+    stale: list[Note]  # notes whose evidence commit is no longer pinned
+    day: date  # yesterday (UTC)
+    day_lines: list[DayLine]  # yesterday's day-log lines, to lift into facts by hand
+    totals: dict[str, int]
+
+
+def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQueue:
+    """What a reviewer works through. A note shows once, in the first section it belongs to."""
+    now = timezone.now()
+    month_ago = now - timedelta(days=NOT_RECALLED_DAYS)
+    rows = notes_table(actor=actor, project=project).filter(status=Status.ACTIVE)
+    not_expired = Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+    sections = {
+        "learned": rows.filter(not_expired, trust=Trust.LEARNED)
+        .exclude(kind=Kind.DAY)
+        .order_by("created_at", "id"),
+        "expired": rows.filter(expires_at__lte=now).order_by("expires_at", "id"),
+        "not_recalled": rows.filter(not_expired, created_at__lt=month_ago)
+        .exclude(kind=Kind.DAY)
+        .exclude(trust=Trust.REJECTED)
+        .filter(Q(last_recalled_at__isnull=True) | Q(last_recalled_at__lt=month_ago))
+        .order_by(F("last_recalled_at").asc(nulls_first=True), "created_at"),
+        "stale": rows.filter(evidence_stale=True).order_by("created_at", "id"),
+    }
+    seen: set[str] = set()
+    picked: dict[str, list[Note]] = {}
+    totals: dict[str, int] = {}
+    for name, qs in sections.items():
+        totals[name] = qs.count()
+        picked[name] = [n for n in qs[:limit] if n.pk not in seen]
+        seen.update(n.pk for n in picked[name])
+    yesterday = now.date() - timedelta(days=1)
+    day_rows = list(
+        Note.objects.filter(project=project, kind=Kind.DAY, day=yesterday, status=Status.ACTIVE)
+        .select_related("owner_agent")
+        .order_by("owner_agent__name", "id")
+    )
+    return ReviewQueue(
+        learned=picked["learned"],
+        expired=picked["expired"],
+        not_recalled=picked["not_recalled"],
+        stale=picked["stale"],
+        day=yesterday,
+        day_lines=_day_lines(project, day_rows),
+        totals=totals,
+    )
+
+
+def day_line_get(*, actor: Actor, project: Project, note_id: str, index: int) -> DayLine:
+    """One line of a day row of the project, as the review queue offers it."""
+    row = note_in_project(actor=actor, project=project, note_id=note_id)
+    if row.kind != Kind.DAY or row.owner_agent_id is None:
+        raise invalid("id", f"{note_id} is not a day log.")
+    lines = _day_lines(project, [row])
+    match = next((d for d in lines if d.index == index), None)
+    if match is None:
+        raise invalid("line", f"{note_id} has no line {index}.")
+    return match
+
+
+def agents_overview(*, actor: Actor, project: Project) -> QuerySet[Agent]:
+    """The project's agents with their live fact count and run count."""
+    require_member(actor, project)
+    return (
+        Agent.objects.filter(project=project)
+        .select_related("application")
+        .annotate(
+            fact_count=Count(
+                "own_notes",
+                filter=Q(own_notes__kind=Kind.FACT, own_notes__status=Status.ACTIVE),
+                distinct=True,
+            ),
+            run_count=Count("runs", distinct=True),
+        )
+        .order_by("name", "id")
+    )
+
+
+def agent_in_project(*, actor: Actor, project: Project, agent_id: str) -> Agent:
+    agent = agent_get(actor=actor, agent_id=agent_id)
+    if agent.project_id != project.pk:
+        raise MemoryPortalError(
+            "not_found", f"No agent {agent_id} here.", hint="Check the agt_ id."
+        )
+    return agent
+
+
+def agent_day_log(*, actor: Actor, agent: Agent, limit: int = 14) -> list[Note]:
+    """An agent's day rows, newest date first (forgotten ones left out)."""
+    require_member(actor, agent.project)
+    return list(
+        Note.objects.filter(owner_agent=agent, kind=Kind.DAY)
+        .exclude(status=Status.FORGOTTEN)
+        .order_by("-day", "-created_at")[:limit]
+    )
+
+
+def runs_for_project(*, actor: Actor, project: Project) -> QuerySet[Run]:
+    require_member(actor, project)
+    return (
+        Run.objects.filter(project=project)
+        .select_related("agent")
+        .annotate(notes_written=Count("notes"))
+        .order_by("-started_at", "-id")
+    )
+
+
+def run_in_project(*, actor: Actor, project: Project, run_id: str) -> Run:
+    require_member(actor, project)
+    run = Run.objects.filter(pk=run_id, project=project).select_related("agent", "parent").first()
+    if run is None:
+        raise MemoryPortalError("not_found", f"No run {run_id} here.", hint="Check the run_ id.")
+    return run
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    tool_calls: list[ToolCallCount]  # by tool, then outcome
+    tool_totals: dict[str, int]
+    scratchpad: list[ScratchpadItem]
+    notes: QuerySet[Note]
+
+
+def run_detail(*, actor: Actor, project: Project, run_id: str) -> RunDetail:
+    run = run_in_project(actor=actor, project=project, run_id=run_id)
+    calls = list(ToolCallCount.objects.filter(run=run).order_by("tool", "outcome"))
+    totals: dict[str, int] = {}
+    for call in calls:
+        totals[call.tool] = totals.get(call.tool, 0) + call.count
+    items = list(
+        ScratchpadItem.objects.filter(
+            project=project, top_level_run_id=run.top_level_run_id
+        ).order_by("created_at", "id")
+    )
+    notes = (
+        notes_table(actor=actor, project=project)
+        .filter(origin_run_ref=run.pk)
+        .order_by("-created_at", "-id")
+    )
+    return RunDetail(run=run, tool_calls=calls, tool_totals=totals, scratchpad=items, notes=notes)
+
+
+def recovery_in_project(*, actor: Actor, project: Project, recovery_id: str) -> Recovery:
+    recovery = recoveries_for_actor(actor=actor, project=project).filter(pk=recovery_id).first()
+    if recovery is None:
+        raise MemoryPortalError(
+            "memory_recovery_not_found", f"No recovery {recovery_id} you can restore."
+        )
+    return recovery
+
+
+def audit_events_for_person(*, actor: Actor) -> QuerySet[AuditEvent]:
+    """The audit log across the person's projects (administrators: everything), newest first."""
+    qs = AuditEvent.objects.all()
+    if not actor.user.is_superuser:
+        qs = qs.filter(project__memberships__user=actor.user)
+    return qs.order_by("-created_at", "-id")

@@ -1,0 +1,191 @@
+"""django-filter FilterSets of the dashboard: the notes table (also the agent and run pages)
+and the audit log."""
+
+from __future__ import annotations
+
+import django_filters
+from django import forms
+from django.db.models import Q
+from django.utils import timezone
+
+from memory_portal.memory.models import (
+    Agent,
+    Application,
+    AuditEvent,
+    Kind,
+    Note,
+    Project,
+    Scope,
+    Status,
+    Target,
+    Trust,
+)
+
+YES_NO = [("true", "Yes"), ("false", "No")]
+DATE_INPUT = forms.DateInput(attrs={"type": "date"})
+
+
+def _yes_no(value) -> bool | None:
+    return {"true": True, "false": False}.get(value)
+
+
+class NoteFilter(django_filters.FilterSet):
+    q = django_filters.CharFilter(label="Text", method="filter_text")
+    trust = django_filters.ChoiceFilter(choices=Trust.choices, empty_label="Any trust")
+    status = django_filters.ChoiceFilter(choices=Status.choices, empty_label="Any status")
+    kind = django_filters.ChoiceFilter(choices=Kind.choices, empty_label="Any kind")
+    target = django_filters.ChoiceFilter(choices=Target.choices, empty_label="Any target")
+    scope = django_filters.ChoiceFilter(choices=Scope.choices, empty_label="Any scope")
+    application = django_filters.ModelChoiceFilter(
+        queryset=Application.objects.none(), to_field_name="slug", empty_label="Any application"
+    )
+    agent = django_filters.ChoiceFilter(
+        label="Agent", choices=(), method="filter_agent", empty_label="Any agent"
+    )
+    run = django_filters.CharFilter(label="Run", method="filter_run")
+    tag = django_filters.CharFilter(label="Tag", method="filter_tag")
+    created_from = django_filters.DateFilter(
+        label="Created from", field_name="created_at", lookup_expr="date__gte", widget=DATE_INPUT
+    )
+    created_to = django_filters.DateFilter(
+        label="Created to", field_name="created_at", lookup_expr="date__lte", widget=DATE_INPUT
+    )
+    expired = django_filters.ChoiceFilter(
+        label="Expired", choices=YES_NO, method="filter_expired", empty_label="Expired or not"
+    )
+    evidence_stale = django_filters.ChoiceFilter(
+        label="Evidence stale",
+        choices=YES_NO,
+        method="filter_evidence_stale",
+        empty_label="Stale or not",
+    )
+
+    class Meta:
+        model = Note
+        fields: list[str] = []
+
+    def __init__(self, data=None, queryset=None, *, project: Project, agents=None, **kwargs):
+        super().__init__(data, queryset, **kwargs)
+        self.filters["application"].queryset = Application.objects.filter(
+            project=project
+        ).select_related("project")
+        agents = agents if agents is not None else Agent.objects.filter(project=project)
+        self.filters["agent"].extra["choices"] = [(a.pk, a.name) for a in agents]
+
+    @property
+    def active_count(self) -> int:
+        if not self.is_bound:
+            return 0
+        return sum(1 for name in self.filters if self.data.get(name))
+
+    def filter_text(self, queryset, name, value):
+        if not value:
+            return queryset
+        for word in value.split():
+            queryset = queryset.filter(
+                Q(content__icontains=word) | Q(summary__icontains=word) | Q(id__iexact=word)
+            )
+        return queryset
+
+    def filter_agent(self, queryset, name, value):
+        if not value:
+            return queryset
+        return queryset.filter(Q(owner_agent_id=value) | Q(created_by_agent_id=value))
+
+    def filter_run(self, queryset, name, value):
+        value = value.strip()
+        if not value:
+            return queryset
+        return queryset.filter(Q(origin_run_ref=value) | Q(top_level_run_id=value))
+
+    def filter_tag(self, queryset, name, value):
+        tag = value.strip().lower()
+        if not tag:
+            return queryset
+        return queryset.filter(tags_text__contains=f"|{tag}|")
+
+    def filter_expired(self, queryset, name, value):
+        now = timezone.now()
+        expired = Q(expires_at__isnull=False, expires_at__lte=now)
+        match _yes_no(value):
+            case True:
+                return queryset.filter(expired)
+            case False:
+                return queryset.exclude(expired)
+        return queryset
+
+    def filter_evidence_stale(self, queryset, name, value):
+        flag = _yes_no(value)
+        # `evidence_stale` is annotated by selectors.notes_table.
+        return queryset if flag is None else queryset.filter(evidence_stale=flag)
+
+
+# Actions the services record; the audit filter offers them as suggestions.
+KNOWN_ACTIONS = [
+    "note.write",
+    "note.save",
+    "note.edit",
+    "note.supersede",
+    "note.approve",
+    "note.reject",
+    "note.archive",
+    "note.unarchive",
+    "note.veto",
+    "note.undo",
+    "note.forget",
+    "note.restore",
+    "note.reverify",
+    "day.create",
+    "day.append",
+    "memory.enable",
+    "memory.disable",
+    "memory.reset",
+    "run.create",
+    "run.status",
+    "run.delete",
+    "scratchpad.add",
+    "scratchpad.done",
+    "scratchpad.undo",
+    "scratchpad.clear",
+    "agent.create",
+    "application.create",
+    "repository.link",
+    "membership.set",
+    "token.create",
+    "token.revoke",
+]
+
+
+class AuditFilter(django_filters.FilterSet):
+    project = django_filters.ChoiceFilter(
+        label="Project", field_name="project_ref", choices=(), empty_label="Every project"
+    )
+    actor = django_filters.CharFilter(label="Actor", method="filter_actor")
+    action = django_filters.CharFilter(
+        label="Action",
+        field_name="action",
+        lookup_expr="startswith",
+        widget=forms.TextInput(attrs={"list": "audit-actions", "placeholder": "note.veto"}),
+    )
+    date_from = django_filters.DateFilter(
+        label="From", field_name="created_at", lookup_expr="date__gte", widget=DATE_INPUT
+    )
+    date_to = django_filters.DateFilter(
+        label="To", field_name="created_at", lookup_expr="date__lte", widget=DATE_INPUT
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields: list[str] = []
+
+    def __init__(self, data=None, queryset=None, *, projects, **kwargs):
+        super().__init__(data, queryset, **kwargs)
+        self.filters["project"].extra["choices"] = [(p.slug, p.slug) for p in projects]
+
+    def filter_actor(self, queryset, name, value):
+        value = value.strip()
+        if not value:
+            return queryset
+        return queryset.filter(
+            Q(actor_label__icontains=value) | Q(actor_agent_id=value) | Q(actor_run_id=value)
+        )

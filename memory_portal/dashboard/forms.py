@@ -1,0 +1,104 @@
+"""Dashboard forms: the throttled login and the small inputs of row and page actions. They
+check only that the input is there; the services judge it."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth.forms import AuthenticationForm
+
+from . import throttling
+
+BULK_ACTIONS = {
+    "approve": "Approve",
+    "reject": "Reject",
+    "veto": "Veto",
+    "forget": "Forget",
+}
+
+
+class ThrottledAuthenticationForm(AuthenticationForm):
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "throttled": (
+            "Too many failed log-in attempts. Wait %(minutes)d minutes and try again, "
+            "or ask an administrator to reset your password."
+        ),
+    }
+
+    throttled = False
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        address = throttling.client_address(self.request)
+        if throttling.is_locked(username, address):
+            self.throttled = True
+            raise forms.ValidationError(
+                self.error_messages["throttled"],
+                code="throttled",
+                params={"minutes": throttling.WINDOW_SECONDS // 60},
+            )
+        try:
+            cleaned = super().clean()
+        except forms.ValidationError:
+            throttling.record_failure(username, address)
+            raise
+        throttling.reset(username, address)
+        return cleaned
+
+
+class ResetForm(forms.Form):
+    """Reset is irreversible: the person types the project slug to confirm."""
+
+    confirm_slug = forms.CharField(label="Type the project id to confirm", strip=True)
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.project = project
+
+    def clean_confirm_slug(self):
+        value = self.cleaned_data["confirm_slug"]
+        if value != self.project.slug:
+            raise forms.ValidationError(
+                f"Type {self.project.slug} exactly to confirm the reset.", code="mismatch"
+            )
+        return value
+
+
+class ArchiveForm(forms.Form):
+    reason = forms.CharField(strip=True)
+
+
+class EditForm(forms.Form):
+    content = forms.CharField(strip=True, widget=forms.Textarea)
+
+
+class FactForm(forms.Form):
+    text = forms.CharField(
+        label="Fact",
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 3, "maxlength": 500}),
+        help_text="One fact this agent keeps for its later runs (at most 500 characters). "
+        "It expires in 90 days unless a review renews it.",
+    )
+
+
+class DeleteRunForm(forms.Form):
+    confirm = forms.BooleanField(
+        label="I understand: the run's scratchpad is deleted; its notes stay.", required=True
+    )
+
+
+class BulkForm(forms.Form):
+    action = forms.ChoiceField(choices=list(BULK_ACTIONS.items()))
+    ids = forms.MultipleChoiceField(choices=(), required=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Any id is accepted here; the services find (or refuse) each note.
+        self.fields["ids"].choices = [(i, i) for i in self.data.getlist("ids")]
+        self.fields["ids"].error_messages["required"] = "Select at least one note."
+
+
+class LiftForm(forms.Form):
+    note = forms.CharField()
+    line = forms.IntegerField(min_value=0)

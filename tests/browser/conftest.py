@@ -1,0 +1,113 @@
+"""Browser tests: Playwright (Python) driving Debian's Chromium against pytest-django's live
+server. Skipped, with the reason, when /usr/bin/chromium is not installed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+# Playwright's sync API runs an event loop in this thread; Django refuses synchronous database
+# access from a thread with a running loop unless told it is safe (here it is: one thread).
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+SKIP_REASON = (
+    "browser tests need Debian's Chromium at /usr/bin/chromium "
+    "(apt-get install -y chromium) and the playwright package"
+)
+
+
+def _available() -> bool:
+    if not CHROMIUM.exists():
+        return False
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def pytest_collection_modifyitems(config, items):
+    if _available():
+        return
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+
+
+class BrowserPage:
+    """A page plus what the test needs around it: the live server's URL and every console
+    error (a CSP violation shows up there)."""
+
+    def __init__(self, page, base_url: str):
+        self.page = page
+        self.base_url = base_url
+        self.errors: list[str] = []
+        page.on(
+            "console",
+            lambda message: self.errors.append(message.text) if message.type == "error" else None,
+        )
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("dialog", lambda dialog: dialog.accept())
+
+    def goto(self, path: str):
+        return self.page.goto(self.base_url + path)
+
+    def screenshot(self, name: str, *, full_page: bool = True) -> None:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
+
+
+@pytest.fixture
+def open_page(browser, live_server):
+    """open_page(user=None, width="desktop") -> BrowserPage; a user is logged in by cookie."""
+    contexts = []
+
+    def open_(user=None, width: str = "desktop") -> BrowserPage:
+        w, h = WIDTHS[width]
+        context = browser.new_context(viewport={"width": w, "height": h})
+        context.set_default_timeout(5000)
+        contexts.append(context)
+        if user is not None:
+            client = Client()
+            client.force_login(user)
+            context.add_cookies(
+                [
+                    {
+                        "name": "sessionid",
+                        "value": client.cookies["sessionid"].value,
+                        "url": live_server.url,
+                    }
+                ]
+            )
+        return BrowserPage(context.new_page(), live_server.url)
+
+    yield open_
+    for context in contexts:
+        context.close()

@@ -1,0 +1,268 @@
+"""The dashboard in a real browser: log in, veto and undo, forget and restore, approve from
+the review queue with the keyboard, switch memory off and on, reset with the typed slug, a bulk
+approve, and screenshots of the main pages at 1280 and 390 px."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_portal.memory import services
+from memory_portal.memory.models import MemorySetting, Note, Trust
+
+from ..dashboard.conftest import day_log_yesterday, save_fact, write_note, write_notes
+from .conftest import SKIP_REASON
+
+expect = pytest.importorskip("playwright.sync_api", reason=SKIP_REASON).expect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SLUG = "acme-web"
+
+
+def row(page, note):
+    return page.page.locator(f"#note-{note.pk}")
+
+
+def toast(page, level="success"):
+    return page.page.locator(f"#toasts .toast.{level}").last
+
+
+def test_log_in_and_out(world, open_page):
+    page = open_page()
+    page.goto("/p/acme-web/")
+    expect(page.page.locator("h1")).to_have_text("Log in")
+    page.page.fill("#id_username", world.manager.username)
+    page.page.fill("#id_password", "wrong password")
+    page.page.click("button[type=submit]")
+    expect(page.page.locator(".error")).to_contain_text("Please enter a correct username")
+    page.page.fill("#id_username", world.manager.username)
+    page.page.fill("#id_password", "pw-12345!")
+    page.page.click("button[type=submit]")
+    expect(page.page.locator("h1")).to_contain_text("Acme Web")  # back where it was going
+    page.page.click("text=Log out")
+    expect(page.page.locator("h1")).to_have_text("Log in")
+    assert page.errors == []
+
+
+def test_veto_a_note_and_undo_it(world, open_page):
+    note = write_note(world, "The search index rebuilds nightly")
+    page = open_page(world.member)
+    page.goto("/p/acme-web/")
+    row(page, note).get_by_role("button", name="Veto").click()
+    expect(row(page, note)).to_contain_text("Vetoed")
+    expect(row(page, note).get_by_role("button", name="Undo")).to_be_visible()
+    expect(toast(page)).to_contain_text("Vetoed")
+    assert Note.objects.get(pk=note.pk).is_vetoed
+    expect(page.page.locator("#project-counts")).to_contain_text("Archived 1")
+    expect(page.page.locator("#awaiting-pill")).to_have_text("")  # the tab's count follows
+    row(page, note).get_by_role("button", name="Undo").click()
+    expect(row(page, note).get_by_role("button", name="Veto")).to_be_visible()
+    assert Note.objects.get(pk=note.pk).status == "active"
+    assert page.errors == []
+
+
+def test_forget_and_restore(world, open_page):
+    note = write_note(world, "The old cron host is cron-2")
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/")
+    row(page, note).get_by_role("button", name="Forget").click()
+    expect(row(page, note)).to_contain_text("Forgotten")
+    assert Note.objects.get(pk=note.pk).status == "forgotten"
+    row(page, note).get_by_role("button", name="Restore").click()
+    expect(row(page, note).get_by_role("button", name="Veto")).to_be_visible()
+    assert Note.objects.get(pk=note.pk).status == "active"
+    # The same from the recoveries page.
+    recovery = services.note_forget(actor=world.as_manager, note_id=note.pk)
+    page.goto("/p/acme-web/recoveries/")
+    page.page.locator(f"#recovery-{recovery.pk}").get_by_role("button", name="Restore").click()
+    expect(page.page.locator(f"#recovery-{recovery.pk}")).to_contain_text("Restored")
+    assert Note.objects.get(pk=note.pk).status == "active"
+    assert page.errors == []
+
+
+def test_review_queue_with_the_keyboard(world, open_page):
+    first, second, third = write_notes(world, 3, prefix="Queue")
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/review/")
+    expect(page.page.locator(".shortcuts")).to_contain_text("approve")
+    page.page.keyboard.press("j")
+    expect(row(page, first)).to_have_attribute("aria-current", "true")
+    page.page.keyboard.press("a")
+    expect(row(page, first)).to_contain_text("Reviewed")
+    page.page.keyboard.press("j")
+    expect(row(page, second)).to_have_attribute("aria-current", "true")
+    page.page.keyboard.press("v")
+    expect(row(page, second)).to_contain_text("Vetoed")
+    page.page.keyboard.press("j")
+    page.page.keyboard.press("r")
+    expect(row(page, third)).to_contain_text("Rejected")
+    page.page.keyboard.press("k")
+    expect(row(page, second)).to_have_attribute("aria-current", "true")
+    assert Note.objects.get(pk=first.pk).trust == Trust.REVIEWED
+    assert Note.objects.get(pk=second.pk).is_vetoed
+    assert Note.objects.get(pk=third.pk).trust == Trust.REJECTED
+    assert page.errors == []
+
+
+def test_disable_and_enable_memory(world, open_page):
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/")
+    page.page.get_by_role("button", name="Disable memory").click()
+    expect(page.page.locator("#setting-card")).to_contain_text("Disabled")
+    expect(toast(page)).to_contain_text("Memory disabled")
+    assert not MemorySetting.objects.get(project=world.project).enabled
+    page.page.get_by_role("button", name="Enable memory").click()
+    expect(page.page.locator("#setting-card")).to_contain_text("Enabled")
+    assert MemorySetting.objects.get(project=world.project).enabled
+    assert page.errors == []
+
+
+def test_reset_with_the_typed_slug(world, open_page):
+    write_notes(world, 4)
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/")
+    page.page.locator(".danger-zone summary").click()
+    button = page.page.get_by_role("button", name="Reset memory of acme-web")
+    expect(button).to_be_disabled()
+    page.page.fill("#confirm-slug", "acme")
+    expect(button).to_be_disabled()
+    page.page.fill("#confirm-slug", SLUG)
+    expect(button).to_be_enabled()
+    button.click()
+    expect(page.page.locator(".messages")).to_contain_text("deleted 4 notes")
+    expect(page.page.locator(".notes-table")).to_contain_text("No notes yet")
+    assert not Note.objects.exists()
+    assert page.errors == []
+
+
+def test_bulk_approve(world, open_page):
+    notes = write_notes(world, 3, prefix="Bulk")
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/")
+    for note in notes[:2]:
+        row(page, note).locator("input[name=ids]").check()
+    expect(page.page.locator("[data-bulk-count]")).to_have_text("2 selected")
+    page.page.select_option("#bulk-action", "approve")
+    page.page.locator("#bulk-form").get_by_role("button", name="Apply").click()
+    expect(row(page, notes[0])).to_contain_text("Reviewed")
+    expect(row(page, notes[1])).to_contain_text("Reviewed")
+    expect(toast(page)).to_contain_text("2 of 2")
+    assert Note.objects.get(pk=notes[2].pk).trust == Trust.LEARNED
+    assert page.errors == []
+
+
+def test_edit_and_archive_from_a_row(world, open_page):
+    fact = save_fact(world, "Reports read from the primary")
+    page = open_page(world.member)
+    page.goto("/p/acme-web/")
+    row(page, fact).locator("summary", has_text="Edit").click()
+    row(page, fact).locator("textarea").fill("Reports read from the replica")
+    row(page, fact).get_by_role("button", name="Save edit").click()
+    expect(row(page, fact)).to_contain_text("superseded by")
+    new = Note.objects.get(supersedes=fact)
+    expect(row(page, new)).to_contain_text("Reports read from the replica")
+    row(page, new).locator("summary", has_text="Archive").click()
+    row(page, new).locator("input[name=reason]").fill("Replica retired")
+    row(page, new).get_by_role("button", name="Archive note").click()
+    expect(row(page, new)).to_contain_text("Replica retired")
+    assert page.errors == []
+
+
+def test_a_refusal_shows_a_toast_and_keeps_the_row(world, open_page):
+    note = write_note(world, "Rows stay put when refused")
+    page = open_page(world.member)
+    page.goto("/p/acme-web/")
+    row(page, note).locator("summary", has_text="Edit").click()
+    row(page, note).locator("textarea").fill("token ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+    row(page, note).get_by_role("button", name="Save edit").click()
+    expect(toast(page, "error")).to_contain_text("secret")
+    expect(row(page, note)).to_contain_text("Rows stay put when refused")
+    assert page.errors == []
+
+
+def test_works_without_javascript(world, browser, live_server):
+    from django.test import Client
+
+    note = write_note(world, "No script needed")
+    client = Client()
+    client.force_login(world.member)
+    context = browser.new_context(java_script_enabled=False)
+    context.add_cookies(
+        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
+    )
+    page = context.new_page()
+    page.goto(live_server.url + "/p/acme-web/?q=script")
+    page.locator(f"#note-{note.pk}").get_by_role("button", name="Veto").click()
+    expect(page.locator(".messages")).to_contain_text("Vetoed")
+    assert page.url.endswith("/p/acme-web/?q=script")
+    assert Note.objects.get(pk=note.pk).is_vetoed
+    context.close()
+
+
+def page_screenshot_path(name: str):
+    from .conftest import SCREENSHOTS
+
+    SCREENSHOTS.mkdir(exist_ok=True)
+    return SCREENSHOTS / f"{name}.png"
+
+
+PAGES = [
+    ("projects", "/"),
+    ("project-memory", "/p/acme-web/"),
+    ("review-queue", "/p/acme-web/review/"),
+    ("recoveries", "/p/acme-web/recoveries/"),
+    ("agents", "/p/acme-web/agents/"),
+    ("runs", "/p/acme-web/runs/"),
+    ("audit-log", "/audit/?project=acme-web"),
+]
+
+
+def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatch):
+    """The demo data set, as a person sees it, at 1280 and 390 px (tests/browser/screenshots/,
+    git-ignored). Also asserts no console error (a CSP violation would be one) on any page."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from memory_portal.memory.models import Agent, Run
+
+    settings.VAR_DIR = tmp_path
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-password-for-screenshots")
+    call_command("memory_demo", stdout=open(tmp_path / "demo.log", "w"))  # noqa: SIM115
+    demo = get_user_model().objects.get(username="demo")
+    agent = Agent.objects.filter(project__slug=SLUG, own_notes__kind="day").first()
+    run = Run.objects.filter(project__slug=SLUG, tool_call_counts__isnull=False).first()
+    note = Note.objects.filter(project__slug=SLUG, supersedes__isnull=False).first()
+    pages = [
+        *PAGES,
+        ("note", f"/p/acme-web/notes/{note.pk}/"),
+        ("agent", f"/p/acme-web/agents/{agent.pk}/"),
+        ("run", f"/p/acme-web/runs/{run.pk}/"),
+    ]
+    for width in ("desktop", "phone"):
+        page = open_page(demo, width)
+        for name, path in pages:
+            response = page.goto(path)
+            assert response.status == 200, path
+            px = page.page.viewport_size["width"]
+            # On a phone every table row is a card: the first screens say how it reads, and
+            # a full page of 50 cards would only slow the suite down.
+            page.screenshot(f"{name}-{px}", full_page=width == "desktop")
+            if width == "phone" and page.page.locator("tr.note-row").count():
+                page.page.locator("tr.note-row").first.screenshot(
+                    path=str(page_screenshot_path(f"{name}-{px}-row"))
+                )
+        login = open_page(None, width)
+        login.goto("/login/")
+        login.screenshot(f"login-{login.page.viewport_size['width']}")
+        assert page.errors == [] and login.errors == []
+
+
+def test_review_queue_lifts_a_day_line(world, open_page):
+    day_log_yesterday(world, ["tried the new cache flags"])
+    page = open_page(world.member)
+    page.goto("/p/acme-web/review/")
+    page.page.get_by_role("button", name="Lift into a fact").click()
+    expect(toast(page)).to_contain_text("as a fact of Runtime helper")
+    expect(page.page.locator(".day-line")).to_contain_text("Fact")
+    assert Note.objects.filter(kind="fact", content="PIN-42 tried the new cache flags").exists()
+    assert page.errors == []

@@ -1,0 +1,381 @@
+"""Every dashboard page for the three personas: managers and members read, outsiders get 404
+for anything of a project, anonymous visitors are sent to the login page."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from memory_portal.memory import services
+from memory_portal.memory.models import AuditEvent, Note
+
+from .conftest import HTMX, client_for, day_log_yesterday, save_fact, write_note, write_notes
+
+SLUG = "acme-web"
+
+
+def project_pages(world, note, recovery_note=None):
+    return {
+        "project": reverse("dashboard:project", args=[SLUG]),
+        "note": reverse("dashboard:note", args=[SLUG, note.pk]),
+        "review": reverse("dashboard:review", args=[SLUG]),
+        "recoveries": reverse("dashboard:recoveries", args=[SLUG]),
+        "agents": reverse("dashboard:agents", args=[SLUG]),
+        "agent": reverse("dashboard:agent", args=[SLUG, world.agent.pk]),
+        "runs": reverse("dashboard:runs", args=[SLUG]),
+        "run": reverse("dashboard:run", args=[SLUG, world.run.pk]),
+    }
+
+
+@pytest.fixture
+def note(world):
+    return write_note(world, "The billing export runs at 02:00 UTC", tags=["billing", "cron"])
+
+
+@pytest.mark.parametrize("persona", ["manager", "member"])
+def test_members_read_every_project_page(world, note, persona):
+    client = client_for(getattr(world, persona))
+    for name, url in project_pages(world, note).items():
+        response = client.get(url)
+        assert response.status_code == 200, name
+        assert b"Acme Web" in response.content, name
+
+
+def test_outsiders_get_404_for_everything_of_a_project(world, note, outsider_client):
+    for name, url in project_pages(world, note).items():
+        assert outsider_client.get(url).status_code == 404, name
+    assert outsider_client.get(reverse("dashboard:audit") + "?project=acme-web").status_code == 404
+
+
+def test_unknown_ids_are_404(world, manager_client):
+    for url in [
+        reverse("dashboard:project", args=["nope"]),
+        reverse("dashboard:note", args=[SLUG, "mem_missing"]),
+        reverse("dashboard:agent", args=[SLUG, "agt_missing"]),
+        reverse("dashboard:run", args=[SLUG, "run_missing"]),
+    ]:
+        assert manager_client.get(url).status_code == 404, url
+
+
+def test_a_note_of_another_project_is_404_under_this_project(world, make_user, manager_client):
+    from tests.conftest import build_world
+
+    other = build_world(make_user, slug="other-web")
+    services.membership_set(actor=None, project=other.project, user=world.manager, role="manager")
+    foreign = write_note(other, "Belongs to the other project")
+    assert manager_client.get(reverse("dashboard:note", args=[SLUG, foreign.pk])).status_code == 404
+    assert (
+        manager_client.get(reverse("dashboard:note", args=["other-web", foreign.pk])).status_code
+        == 200
+    )
+    foreign_agent = reverse("dashboard:agent", args=[SLUG, other.agent.pk])
+    assert manager_client.get(foreign_agent).status_code == 404
+
+
+def test_anonymous_visitors_are_sent_to_login(world, note, client):
+    for url in [reverse("dashboard:projects"), *project_pages(world, note).values()]:
+        response = client.get(url)
+        assert response.status_code == 302
+        assert response.url.startswith("/login/?next=")
+    htmx = client.post(reverse("dashboard:note-veto", args=[SLUG, note.pk]), **HTMX)
+    assert htmx.status_code == 200 and htmx["HX-Redirect"].startswith("/login/")
+
+
+# --- Projects -------------------------------------------------------------------------------
+
+
+def test_projects_lists_only_the_persons_projects(world, make_user, manager_client):
+    from tests.conftest import build_world
+
+    build_world(make_user, slug="secret-web", enabled=False)
+    write_notes(world, 3)
+    response = manager_client.get(reverse("dashboard:projects"))
+    html = response.content.decode()
+    assert "acme-web" in html and "secret-web" not in html
+    assert "3 / 2000" in html
+    assert "Memory on" in html
+
+
+def test_projects_empty_state(make_user, client):
+    client.force_login(make_user("loner"))
+    assert b"not a member of any project" in client.get(reverse("dashboard:projects")).content
+
+
+def test_projects_page_is_one_query_per_page_not_per_project(
+    make_user, client, django_assert_max_num_queries
+):
+    from tests.conftest import build_world
+
+    user = make_user("many")
+    for i in range(6):
+        w = build_world(make_user, slug=f"proj-{i}")
+        services.membership_set(actor=None, project=w.project, user=user, role="member")
+    client.force_login(user)
+    with django_assert_max_num_queries(4):
+        response = client.get(reverse("dashboard:projects"))
+    assert response.content.count(b"project-card") >= 6
+
+
+# --- Project memory -------------------------------------------------------------------------
+
+
+def test_project_memory_shows_the_setting_card_and_the_columns(world, manager_client):
+    note = write_note(world, "Deploys need the VPN", tags=["deploy"], step="plan")
+    html = manager_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
+    for text in ["Memory setting", "Enabled", "Epoch", "Revision", "Reset memory", "Learned 1"]:
+        assert text in html
+    for name in [
+        "q",
+        "trust",
+        "status",
+        "kind",
+        "target",
+        "scope",
+        "application",
+        "agent",
+        "run",
+        "tag",
+        "created_from",
+        "created_to",
+        "expired",
+        "evidence_stale",
+    ]:
+        assert f'name="{name}"' in html, name
+    assert '<option value="storefront">' in html and f'<option value="{world.agent.pk}">' in html
+    row = html[html.index(f'id="note-{note.pk}"') :]
+    row = row[: row.index("</tr>")]
+    for text in [
+        "fact",
+        "Deploys need the VPN",
+        "Learned",
+        "Active",
+        "project",
+        "runtime",
+        "Runtime helper",
+        "plan",
+        "running",
+        "PIN-42",
+        "deploy",
+        "Approve",
+        "Veto",
+    ]:
+        assert text in row, text
+
+
+def test_members_do_not_see_manager_controls(world, member_client):
+    write_note(world, "A learned note")
+    html = member_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
+    assert "Only a project manager can switch or reset memory." in html
+    assert "Disable memory" not in html and "Reset memory" not in html
+    assert ">Approve<" not in html and ">Forget<" not in html
+    assert ">Veto<" in html and ">Archive<" in html and ">Edit<" in html
+
+
+def test_filters_narrow_the_table(world, manager_client):
+    a = write_note(world, "Alpha about caching", tags=["perf"])
+    b = write_note(world, "Beta about billing", kind="decision")
+    c = save_fact(world, "Gamma the agent keeps")
+    services.note_approve(actor=world.as_manager, note_id=b.pk)
+    services.note_veto(actor=world.as_member, note_id=a.pk)
+    url = reverse("dashboard:project", args=[SLUG])
+
+    def ids(query):
+        html = manager_client.get(url + query).content.decode()
+        return {n for n in (a.pk, b.pk, c.pk) if f'id="note-{n}"' in html}
+
+    assert ids("") == {a.pk, b.pk, c.pk}
+    assert ids("?q=billing") == {b.pk}
+    assert ids("?trust=reviewed") == {b.pk}
+    assert ids("?status=archived") == {a.pk}
+    assert ids("?kind=decision") == {b.pk}
+    assert ids("?scope=agent") == {c.pk}
+    assert ids("?tag=perf") == {a.pk}
+    assert ids(f"?agent={world.agent.pk}") == {a.pk, b.pk, c.pk}
+    assert ids(f"?agent={world.agent2.pk}") == set()
+    assert ids(f"?run={world.run.pk}") == {a.pk, b.pk}
+    assert ids("?expired=true") == set()
+    assert ids("?expired=false") == {a.pk, b.pk, c.pk}
+    assert ids("?evidence_stale=true") == set()
+    assert ids("?created_from=2000-01-01&created_to=2999-01-01") == {a.pk, b.pk, c.pk}
+    assert ids("?created_to=2000-01-01") == set()
+    assert ids("?target=daily") == set()
+    assert ids("?application=storefront") == set()
+
+
+def test_empty_states(world, manager_client):
+    url = reverse("dashboard:project", args=[SLUG])
+    assert b"No notes yet" in manager_client.get(url).content
+    write_note(world, "Something")
+    assert b"No notes match these filters" in manager_client.get(url + "?q=zzz").content
+
+
+def test_sorting_and_pagination(world, manager_client):
+    notes = write_notes(world, 30)
+    url = reverse("dashboard:project", args=[SLUG])
+    html = manager_client.get(url + "?per_page=25").content.decode()
+    assert html.count('class="note-row') == 25
+    assert "1–25 of 30" in html
+    assert 'rel="next"' in html
+    page2 = manager_client.get(url + "?per_page=25&page=2").content.decode()
+    assert page2.count('class="note-row') == 5
+    oldest_first = manager_client.get(url + "?sort=created").content.decode()
+    assert oldest_first.index(notes[0].pk) < oldest_first.index(notes[1].pk)
+    newest_first = manager_client.get(url).content.decode()
+    assert newest_first.index(notes[1].pk) < newest_first.index(notes[0].pk)
+    # A page past the end shows the last page; an absurd per_page falls back to the default.
+    assert manager_client.get(url + "?page=99").status_code == 200
+    assert (
+        manager_client.get(url + "?per_page=100000").content.decode().count('class="note-row') == 30
+    )
+
+
+# --- Note -----------------------------------------------------------------------------------
+
+
+def test_note_page_shows_text_provenance_chain_and_history(world, manager_client):
+    old = save_fact(world, "The cache TTL is 5 minutes")
+    new = services.note_edit(
+        actor=world.as_member, note_id=old.pk, content="The cache TTL is 10 minutes"
+    ).note
+    html = manager_client.get(reverse("dashboard:note", args=[SLUG, old.pk])).content.decode()
+    assert "The cache TTL is 5 minutes" in html
+    assert new.pk in html and "newer" in html
+    assert "note.save" in html and "note.edit" not in html  # the edit event belongs to the new note
+    new_html = manager_client.get(reverse("dashboard:note", args=[SLUG, new.pk])).content.decode()
+    assert old.pk in new_html and "older" in new_html and "note.edit" in new_html
+    assert "acme-web-member" in new_html  # the creating person
+
+
+def test_note_page_provenance_of_an_agent_note(world, manager_client):
+    note = write_note(world, "Checkout uses the v2 pricing API", step="research")
+    html = manager_client.get(reverse("dashboard:note", args=[SLUG, note.pk])).content.decode()
+    for text in [
+        world.agent.pk,
+        "Runtime helper",
+        "runtime",
+        world.run.pk,
+        "research",
+        "PIN-42",
+        "running",
+        "No evidence cited",
+        "Not part of a supersede chain",
+    ]:
+        assert text in html, text
+
+
+# --- Review queue ---------------------------------------------------------------------------
+
+
+def test_review_queue_sections_and_shortcuts(world, manager_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    learned = write_notes(world, 3, prefix="Learned")
+    expired = save_fact(world, "About to expire", expires_at=timezone.now() + timedelta(seconds=1))
+    Note.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(days=1))
+    old = write_note(world, "Nobody recalls this one")
+    services.note_approve(actor=world.as_manager, note_id=old.pk)
+    Note.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=45))
+    day_log_yesterday(world, ["looked at the flaky test", "fact: the staging DB is read-only"])
+
+    html = manager_client.get(reverse("dashboard:review", args=[SLUG])).content.decode()
+    assert "data-shortcuts" in html and "<kbd>j</kbd>" in html and "<kbd>v</kbd>" in html
+    learned_section = html[html.index('id="queue-learned"') : html.index('id="queue-expired"')]
+    assert learned_section.index(learned[0].pk) < learned_section.index(learned[2].pk)
+    expired_section = html[html.index('id="queue-expired"') : html.index('id="queue-not_recalled"')]
+    assert expired.pk in expired_section
+    unrecalled = html[html.index('id="queue-not_recalled"') : html.index('id="queue-stale"')]
+    assert old.pk in unrecalled
+    day = html[html.index('id="queue-day-lines"') :]
+    assert "looked at the flaky test" in day and "Lift into a fact" in day
+    assert 'data-shortcut="a"' in html and 'data-shortcut="v"' in html
+
+
+def test_review_queue_empty_states(world, member_client):
+    html = member_client.get(reverse("dashboard:review", args=[SLUG])).content.decode()
+    assert "Nothing awaits review" in html
+    assert "No day-log lines from yesterday" in html
+    assert "<kbd>a</kbd>" not in html  # members cannot approve: the legend says so
+
+
+# --- Recoveries, agents, runs, audit --------------------------------------------------------
+
+
+def test_recoveries_lists_forgotten_notes_with_who_and_when(world, manager_client, member_client):
+    note = write_note(world, "Forget me")
+    recovery = services.note_forget(actor=world.as_manager, note_id=note.pk)
+    url = reverse("dashboard:recoveries", args=[SLUG])
+    html = manager_client.get(url).content.decode()
+    assert recovery.pk in html and "acme-web-manager" in html and "Restore" in html
+    member_html = member_client.get(url).content.decode()
+    assert recovery.pk in member_html and ">Restore<" not in member_html
+    services.note_restore(actor=world.as_manager, recovery_id=recovery.pk)
+    assert b"Nothing is forgotten" in manager_client.get(url).content
+
+
+def test_agents_and_agent_page(world, manager_client):
+    save_fact(world, "The agent's own fact")
+    write_note(world, "Written by the agent")
+    services.day_append(actor=world.as_agent, line="started the audit")
+    html = manager_client.get(reverse("dashboard:agents", args=[SLUG])).content.decode()
+    assert "Runtime helper" in html and "Code reviewer" in html and "not eligible" in html
+    page = manager_client.get(
+        reverse("dashboard:agent", args=[SLUG, world.agent.pk])
+    ).content.decode()
+    assert "The agent&#x27;s own fact" in page and "Written by the agent" in page
+    assert "started the audit" in page and "PIN-42" in page
+    assert 'id="recall-preview"' in page
+    assert "Save fact" in page
+    other = manager_client.get(
+        reverse("dashboard:agent", args=[SLUG, world.agent2.pk])
+    ).content.decode()
+    assert "Written by the agent" not in other and "No day log yet" in other
+
+
+def test_runs_and_run_page(world, manager_client, member_client):
+    note = write_note(world, "Run note")
+    services.tool_call_record(run=world.run, tool="write", outcome="ok")
+    services.tool_call_record(run=world.run, tool="write", outcome="secret_in_memory")
+    services.scratchpad_add(actor=world.as_agent, text="check the cron table")
+    html = manager_client.get(reverse("dashboard:runs", args=[SLUG])).content.decode()
+    assert world.run.pk in html and "PIN-42" in html and "running" in html
+    page = manager_client.get(reverse("dashboard:run", args=[SLUG, world.run.pk])).content.decode()
+    assert "secret_in_memory" in page and "check the cron table" in page and note.pk in page
+    assert "Delete run" in page
+    member_page = member_client.get(reverse("dashboard:run", args=[SLUG, world.run.pk])).content
+    assert b"Delete run" not in member_page
+
+
+def test_audit_log_filters_and_pages_without_counting(
+    world, make_user, manager_client, django_assert_max_num_queries
+):
+    from tests.conftest import build_world
+
+    other = build_world(make_user, slug="hidden-web")
+    write_note(other, "Not for acme members")
+    notes = write_notes(world, 3)
+    services.note_veto(actor=world.as_member, note_id=notes[0].pk)
+    url = reverse("dashboard:audit")
+    html = manager_client.get(url).content.decode()
+    assert "note.veto" in html and "acme-web-member" in html
+    assert "hidden-web" not in html
+    vetoes = manager_client.get(url + "?action=note.veto").content.decode()
+    assert vetoes.count("<code>note.veto</code>") == 1 and "<code>note.write</code>" not in vetoes
+    by_actor = manager_client.get(url + "?actor=acme-web-member").content.decode()
+    assert "<code>note.veto</code>" in by_actor and "<code>note.write</code>" not in by_actor
+    assert b"No audit events match" in manager_client.get(url + "?date_to=2000-01-01").content
+    assert manager_client.get(url + "?project=hidden-web").status_code == 404
+    with django_assert_max_num_queries(6) as captured:
+        manager_client.get(url + "?project=acme-web")
+    assert not any("COUNT(" in q["sql"].upper() for q in captured.captured_queries)
+
+
+def test_audit_log_pages(world, manager_client):
+    write_notes(world, 60)
+    url = reverse("dashboard:audit")
+    first = manager_client.get(url).content.decode()
+    assert first.count("<code>note.write</code>") == 50 and "Older" in first
+    second = manager_client.get(url + "?page=2").content.decode()
+    assert "Newer" in second
+    assert AuditEvent.objects.count() > 60

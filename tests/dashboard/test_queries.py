@@ -1,0 +1,102 @@
+"""List pages render with a fixed number of SQL queries however many rows they show."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from memory_portal.memory import services
+
+from .conftest import day_log_yesterday, save_fact, write_note
+
+SLUG = "acme-web"
+# Session, user, project + setting, role (x2), counters (2), agents and applications for the
+# filter form, the page count and the page of rows.
+PROJECT_MEMORY_QUERIES = 12
+
+
+def varied_notes(world, count: int, start: int = 0) -> None:
+    """Notes in every state a row can show: agent and person writes, reviewed, vetoed,
+    superseded, forgotten (with its recovery), expiring."""
+    for i in range(start, start + count):
+        match i % 6:
+            case 0:
+                write_note(world, f"Plain learned note {i}", tags=["a", "b"], step="plan")
+            case 1:
+                note = write_note(world, f"Approved note {i}")
+                services.note_approve(actor=world.as_manager, note_id=note.pk)
+            case 2:
+                note = write_note(world, f"Vetoed note {i}")
+                services.note_veto(actor=world.as_member, note_id=note.pk)
+            case 3:
+                fact = save_fact(
+                    world, f"Person fact {i}", expires_at=timezone.now() + timedelta(days=3)
+                )
+                services.note_edit(
+                    actor=world.as_member, note_id=fact.pk, content=f"Edited fact {i}"
+                )
+            case 4:
+                note = write_note(world, f"Forgotten note {i}")
+                services.note_forget(actor=world.as_manager, note_id=note.pk)
+            case 5:
+                services.note_write(
+                    actor=world.as_agent2, kind="lesson", content=f"Other agent {i}"
+                )
+
+
+def count_queries(client, url, django_assert_max_num_queries, bound):
+    with django_assert_max_num_queries(bound) as captured:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(captured.captured_queries), response.content.decode()
+
+
+@pytest.mark.parametrize("persona", ["manager", "member"])
+def test_project_memory_page_queries_do_not_grow_with_rows(
+    world, persona, django_assert_max_num_queries
+):
+    from .conftest import client_for
+
+    client = client_for(getattr(world, persona))
+    url = reverse("dashboard:project", args=[SLUG]) + "?per_page=50"
+    varied_notes(world, 5)
+    few, html = count_queries(client, url, django_assert_max_num_queries, PROJECT_MEMORY_QUERIES)
+    assert html.count('class="note-row') >= 5
+    varied_notes(world, 60, start=100)
+    many, html = count_queries(client, url, django_assert_max_num_queries, PROJECT_MEMORY_QUERIES)
+    assert html.count('class="note-row') == 50
+    assert many == few
+
+
+def test_filtered_and_sorted_page_has_the_same_bound(
+    world, manager_client, django_assert_max_num_queries
+):
+    varied_notes(world, 30)
+    url = reverse("dashboard:project", args=[SLUG]) + "?status=archived&sort=-recalls&tag=a&q=note"
+    count_queries(manager_client, url, django_assert_max_num_queries, PROJECT_MEMORY_QUERIES)
+
+
+@pytest.mark.parametrize(
+    "page", ["review", "recoveries", "agents", "agent", "runs", "run", "audit"]
+)
+def test_other_list_pages_are_bounded(world, manager_client, django_assert_max_num_queries, page):
+    def url():
+        match page:
+            case "agent":
+                return reverse("dashboard:agent", args=[SLUG, world.agent.pk])
+            case "run":
+                return reverse("dashboard:run", args=[SLUG, world.run.pk])
+            case "audit":
+                return reverse("dashboard:audit")
+            case _:
+                return reverse(f"dashboard:{page}", args=[SLUG])
+
+    varied_notes(world, 6)
+    day_log_yesterday(world, ["one", "two"])
+    few = count_queries(manager_client, url(), django_assert_max_num_queries, 25)[0]
+    varied_notes(world, 40, start=100)
+    many = count_queries(manager_client, url(), django_assert_max_num_queries, 25)[0]
+    assert many == few, page

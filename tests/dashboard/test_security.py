@@ -1,0 +1,166 @@
+"""CSRF on every POST, the CSP with nonces and no inline script, htmx served by the app, and
+login throttling."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from memory_portal.memory import services
+from memory_portal.memory.models import AuditEvent, MemorySetting, Note
+
+from .conftest import HTMX, write_note
+
+SLUG = "acme-web"
+
+
+def post_urls(world, note, recovery):
+    return [
+        (reverse("dashboard:note-approve", args=[SLUG, note.pk]), {}),
+        (reverse("dashboard:note-reject", args=[SLUG, note.pk]), {}),
+        (reverse("dashboard:note-veto", args=[SLUG, note.pk]), {}),
+        (reverse("dashboard:note-undo", args=[SLUG, note.pk]), {}),
+        (reverse("dashboard:note-archive", args=[SLUG, note.pk]), {"reason": "x"}),
+        (reverse("dashboard:note-unarchive", args=[SLUG, note.pk]), {}),
+        (reverse("dashboard:note-edit", args=[SLUG, note.pk]), {"content": "changed"}),
+        (reverse("dashboard:note-forget", args=[SLUG, note.pk]), {}),
+        (reverse("dashboard:note-reverify", args=[SLUG, note.pk]), {}),
+        (reverse("dashboard:restore", args=[SLUG, recovery.pk]), {}),
+        (reverse("dashboard:notes-bulk", args=[SLUG]), {"action": "veto", "ids": [note.pk]}),
+        (reverse("dashboard:memory-enable", args=[SLUG]), {}),
+        (reverse("dashboard:memory-disable", args=[SLUG]), {}),
+        (reverse("dashboard:memory-reset", args=[SLUG]), {"confirm_slug": SLUG}),
+        (reverse("dashboard:agent-fact", args=[SLUG, world.agent.pk]), {"text": "a fact"}),
+        (reverse("dashboard:lift", args=[SLUG]), {"note": note.pk, "line": 0}),
+        (reverse("dashboard:run-delete", args=[SLUG, world.run.pk]), {"confirm": "on"}),
+        (reverse("logout"), {}),
+    ]
+
+
+def test_every_post_needs_the_csrf_token(world):
+    note = write_note(world, "Guarded")
+    forgotten = write_note(world, "Forgotten one")
+    recovery = services.note_forget(actor=world.as_manager, note_id=forgotten.pk)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.manager)
+    before = (AuditEvent.objects.count(), Note.objects.count())
+    for url, data in post_urls(world, note, recovery):
+        assert client.post(url, data).status_code == 403, url
+        assert client.post(url, data, **HTMX).status_code == 403, url
+    assert (AuditEvent.objects.count(), Note.objects.count()) == before
+    assert MemorySetting.objects.get(project=world.project).enabled
+
+
+def test_htmx_posts_pass_with_the_token_from_hx_headers(world):
+    note = write_note(world, "Guarded")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.member)
+    page = client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
+    token = re.search(r'hx-headers=\'\{"X-CSRFToken": "([^"]+)"\}\'', page).group(1)
+    response = client.post(
+        reverse("dashboard:note-veto", args=[SLUG, note.pk]), {}, HTTP_X_CSRFTOKEN=token, **HTMX
+    )
+    assert response.status_code == 200 and "Vetoed" in response.content.decode()
+
+
+def test_login_form_needs_the_csrf_token(world):
+    client = Client(enforce_csrf_checks=True)
+    response = client.post(
+        reverse("login"), {"username": world.manager.username, "password": "pw-12345!"}
+    )
+    assert response.status_code == 403
+
+
+def test_csp_with_nonce_and_no_inline_script(world, manager_client):
+    write_note(world, "A note")
+    for url in [
+        reverse("login"),
+        reverse("dashboard:projects"),
+        reverse("dashboard:project", args=[SLUG]),
+        reverse("dashboard:review", args=[SLUG]),
+        reverse("dashboard:audit"),
+    ]:
+        client = manager_client if url != reverse("login") else Client()
+        response = client.get(url)
+        policy = response["Content-Security-Policy"]
+        nonce = re.search(r"'nonce-([^']+)'", policy).group(1)
+        assert "script-src 'self' 'nonce-" in policy and "unsafe-inline" not in policy
+        assert "style-src 'self'" in policy
+        html = response.content.decode()
+        scripts = re.findall(r"<script\b([^>]*)>(.*?)</script>", html, flags=re.S)
+        assert scripts, url
+        for attrs, body in scripts:
+            assert 'src="/static/' in attrs, f"external or inline script on {url}"
+            assert body.strip() == "", f"inline script on {url}"
+            assert f'nonce="{nonce}"' in attrs
+        assert "/static/django_htmx/htmx-2.min.js" in html
+        assert not re.search(r'\sstyle="', html), f"inline style on {url}"
+        assert not re.search(r"<[^>]+\son[a-z]+=", html), f"inline handler on {url}"
+
+
+def test_no_external_assets(world, manager_client):
+    html = manager_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
+    for src in re.findall(r'(?:src|href)="([^"]+)"', html):
+        assert not src.startswith(("http:", "https:", "//")), src
+
+
+# --- Login throttling ---------------------------------------------------------------------------
+
+
+def login(client, username, password, address="10.0.0.1"):
+    return client.post(
+        reverse("login"), {"username": username, "password": password}, REMOTE_ADDR=address
+    )
+
+
+def test_login_and_logout(world, client):
+    response = login(client, world.manager.username, "pw-12345!")
+    assert response.status_code == 302 and response.url == "/"
+    assert client.get("/").status_code == 200
+    assert client.post(reverse("logout")).status_code == 302
+    assert client.get("/").status_code == 302
+
+
+def test_five_failures_lock_the_username_from_that_address(world, client):
+    for _ in range(5):
+        assert login(client, world.manager.username, "wrong").status_code == 200
+    locked = login(client, world.manager.username, "pw-12345!")
+    assert locked.status_code == 429
+    assert b"Too many failed log-in attempts" in locked.content
+    assert "_auth_user_id" not in client.session
+    # Another address, or another username from the same address, is not locked.
+    assert (
+        login(Client(), world.manager.username, "pw-12345!", address="10.0.0.2").status_code == 302
+    )
+    assert login(Client(), world.member.username, "pw-12345!").status_code == 302
+
+
+def test_a_success_clears_the_failures(world, client):
+    for _ in range(4):
+        login(client, world.manager.username, "wrong")
+    assert login(client, world.manager.username, "pw-12345!").status_code == 302
+    client.post(reverse("logout"))
+    for _ in range(4):
+        assert login(client, world.manager.username, "wrong").status_code == 200
+    assert login(client, world.manager.username, "pw-12345!").status_code == 302
+
+
+def test_many_usernames_from_one_address_are_throttled(world, client, settings):
+    from memory_portal.dashboard import throttling
+
+    for i in range(throttling.FAILURES_PER_ADDRESS):
+        login(Client(), f"guess-{i}", "wrong", address="10.9.9.9")
+    assert (
+        login(Client(), world.manager.username, "pw-12345!", address="10.9.9.9").status_code == 429
+    )
+
+
+@pytest.mark.parametrize("name", ["dashboard:projects", "dashboard:audit"])
+def test_logged_in_pages_send_security_headers(world, manager_client, name):
+    response = manager_client.get(reverse(name))
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert "frame-ancestors 'none'" in response["Content-Security-Policy"]

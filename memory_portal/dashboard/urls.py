@@ -34,6 +34,10 @@ urlpatterns = [
     path(P + "agents/", views.agents, name="agents"),
     path(P + "agents/<str:agent_id>/", views.agent_detail, name="agent"),
     path(P + "agents/<str:agent_id>/facts/", views.agent_fact_save, name="agent-fact"),
+    path(P + "agents/<str:agent_id>/recall/", views.agent_recall_preview, name="agent-recall"),
+    path(
+        P + "agents/<str:agent_id>/routine/<str:verb>/", views.agent_routine, name="agent-routine"
+    ),
     path(P + "runs/", views.runs, name="runs"),
     path(P + "runs/<str:run_id>/", views.run_detail, name="run"),
     path(P + "runs/<str:run_id>/delete/", views.run_delete, name="run-delete"),

@@ -20,7 +20,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from memory_portal.memory import selectors, services
+from memory_portal.memory import recall, selectors, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Note
@@ -302,7 +302,7 @@ def agents(request, slug):
     return render(request, "dashboard/agents.html", context)
 
 
-def _agent_page(request, access, agent, *, fact_form=None, status=200):
+def _agent_page(request, access, agent, *, fact_form=None, status=200, preview=None):
     actor = _actor(request)
     queryset = selectors.notes_table(actor=actor, project=access.project)
     filterset, table = _note_table(request, access, queryset, fixed={"agent": agent.pk})
@@ -314,6 +314,8 @@ def _agent_page(request, access, agent, *, fact_form=None, status=200):
         "table": table,
         "per_page_choices": PER_PAGE_CHOICES,
         "day_log": selectors.agent_day_log(actor=actor, agent=agent),
+        "routine": selectors.routine_for_agent(actor=actor, agent=agent),
+        "preview": preview,
         "fact_form": fact_form or FactForm(),
         "bulk_actions": BULK_ACTIONS,
         "next": request.get_full_path(),
@@ -330,6 +332,64 @@ def agent_detail(request, slug, agent_id):
         actor=_actor(request), project=access.project, agent_id=agent_id
     )
     return _agent_page(request, access, agent)
+
+
+@require_GET
+@person_view
+def agent_recall_preview(request, slug, agent_id):
+    """What a recall for this agent would pick now, with scores; nothing is counted."""
+    access = _access(request, slug)
+    actor = _actor(request)
+    agent = selectors.agent_in_project(actor=actor, project=access.project, agent_id=agent_id)
+    query = request.GET.get("query", "")
+    try:
+        preview = recall.recall(actor=actor, agent_id=agent.pk, query=query, mark=False)
+    except MemoryPortalError as err:
+        return _refused(request, access, err)
+    preview.query = query
+    if request.htmx:
+        context = {**_project_context(access), "agent": agent, "preview": preview}
+        return render(request, "dashboard/agent.html#recall_preview", context)
+    return _agent_page(request, access, agent, preview=preview)
+
+
+ROUTINE_ACTIONS = {
+    "pause": (services.routine_pause, "Paused the daily review of {agent}."),
+    "resume": (services.routine_resume, "Resumed the daily review of {agent}."),
+    "delete": (services.routine_delete, "Deleted the daily review of {agent}."),
+}
+
+
+@require_POST
+@person_view
+def agent_routine(request, slug, agent_id, verb):
+    """Pause, resume, delete or run the agent's daily review now."""
+    access = _access(request, slug)
+    actor = _actor(request)
+    agent = selectors.agent_in_project(actor=actor, project=access.project, agent_id=agent_id)
+    page = reverse("dashboard:agent", args=[slug, agent.pk])
+    try:
+        if verb == "run":
+            review = services.routine_run_now(actor=actor, agent=agent)
+            counts = ", ".join(
+                f"{k.replace('_', ' ')} {v}" for k, v in review.counts.items() if k != "flagged_ids"
+            )
+            message = f"Daily review of {agent.name} {review.status}: {counts or 'nothing to do'}."
+            if review.error_code:
+                message += f" ({review.error_code})"
+        elif verb in ROUTINE_ACTIONS:
+            action, text = ROUTINE_ACTIONS[verb]
+            action(actor=actor, agent=agent)
+            message = text.format(agent=agent.name)
+        else:
+            raise Http404("No such routine action.")
+    except MemoryPortalError as err:
+        if err.code in NOT_FOUND_CODES:
+            raise Http404(err.message) from err
+        messages.error(request, f"{err.message} {err.hint}")
+        return redirect(page)
+    messages.success(request, message)
+    return redirect(page)
 
 
 @require_GET

@@ -679,3 +679,18 @@ def audit_events_for_person(*, actor: Actor) -> QuerySet[AuditEvent]:
     if not actor.user.is_superuser:
         qs = qs.filter(project__memberships__user=actor.user)
     return qs.order_by("-created_at", "-id")
+
+
+# --- Daily review reads ---------------------------------------------------------------------
+
+
+def routine_for_agent(*, actor: Actor, agent: Agent, runs: int = 5):
+    """The agent's daily review and its last runs (None when it has none yet)."""
+    from .models import ReviewRoutine
+
+    require_member(actor, agent.project)
+    routine = ReviewRoutine.objects.filter(agent=agent).first()
+    if routine is None:
+        return None
+    routine.recent_runs = list(routine.runs.order_by("-started_at", "-id")[:runs])
+    return routine

@@ -266,3 +266,19 @@ def test_review_queue_lifts_a_day_line(world, open_page):
     expect(page.page.locator(".day-line")).to_contain_text("Fact")
     assert Note.objects.filter(kind="fact", content="PIN-42 tried the new cache flags").exists()
     assert page.errors == []
+
+
+def test_recall_preview_and_run_the_daily_review(world, open_page):
+    services.fact_save(actor=world.as_agent, text="The staging deploy needs the VPN switched on")
+    services.fact_save(actor=world.as_agent, text="Ana prefers squash merges on billing")
+    page = open_page(world.member)
+    page.goto(f"/p/acme-web/agents/{world.agent.pk}/")
+    page.page.fill("#recall-query", "deploy to staging")
+    page.page.get_by_role("button", name="Preview recall").click()
+    result = page.page.locator("#recall-result")
+    expect(result).to_contain_text("VPN switched on")
+    expect(result).not_to_contain_text("squash")
+    page.page.get_by_role("button", name="Run now").click()
+    expect(page.page.locator("#routine")).to_contain_text("manual")
+    expect(page.page.locator("#routine")).to_contain_text("succeeded")
+    assert page.errors == []

@@ -164,3 +164,31 @@ def test_logged_in_pages_send_security_headers(world, manager_client, name):
     assert response["X-Frame-Options"] == "DENY"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert "frame-ancestors 'none'" in response["Content-Security-Policy"]
+
+
+def test_check_deploy_is_clean_under_production_settings():
+    """README's production settings pass `manage.py check --deploy` without a warning."""
+    import os
+    import secrets
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DEBUG"))},
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(60),
+        "ALLOWED_HOSTS": "memory.example.com",
+        "MEMORY_PORTAL_HTTPS": "true",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout

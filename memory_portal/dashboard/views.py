@@ -371,6 +371,9 @@ def agent_routine(request, slug, agent_id, verb):
     try:
         if verb == "run":
             review = services.routine_run_now(actor=actor, agent=agent)
+            if review is None:
+                messages.success(request, f"Daily review of {agent.name} queued.")
+                return redirect(page)
             counts = ", ".join(
                 f"{k.replace('_', ' ')} {v}" for k, v in review.counts.items() if k != "flagged_ids"
             )

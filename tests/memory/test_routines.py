@@ -218,3 +218,20 @@ def test_overlapping_cron_commands_run_a_day_once(world):
     assert not errors
     assert ReviewRun.objects.filter(trigger="schedule").count() == 1
     assert Run.objects.filter(task_key="memory-dreaming").count() == 1
+
+
+def test_run_now_reports_an_unexpected_failure(world, monkeypatch):
+    from memory_portal.memory.services import routines
+
+    fact(world, "A fact")
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(routines, "_merge_duplicates", explode)
+    with pytest.raises(Exception) as info:
+        services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert getattr(info.value, "code", None) == "internal_error"
+    review = ReviewRun.objects.get()
+    assert review.status == "failed" and review.error_code == "internal_error"
+    assert Run.objects.get(task_key="memory-dreaming").status == "failed"

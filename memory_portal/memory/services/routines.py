@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.tasks import TaskResultStatus
 from django.utils import timezone
 
 from ..access import check_agent_gate, require_member, require_person
@@ -98,14 +99,27 @@ def routine_delete(*, actor: Actor, agent: Agent) -> ReviewRoutine:
     return routine
 
 
-def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) -> ReviewRun:
-    """A person runs the review at once (a manual run; the daily schedule is unchanged)."""
+def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) -> ReviewRun | None:
+    """A person runs the review at once (a manual run; the daily schedule is unchanged). It
+    goes through the task backend like a scheduled run; with the immediate backend the run is
+    done on return, with a worker backend it is queued (None)."""
+    from ..tasks import run_review_routine
+
     routine = _routine_for(actor, agent)
     now = now or timezone.now()
     audit(actor=actor, action="routine.run_now", project=agent.project, target=agent.pk)
-    review = routine_execute(routine_id=routine.pk, day=now.date(), trigger="manual", now=now)
-    assert review is not None  # manual runs are never claimed by another copy
-    return review
+    result = run_review_routine.enqueue(
+        routine_id=routine.pk, day=now.date().isoformat(), now=now.isoformat(), trigger="manual"
+    )
+    if result.status == TaskResultStatus.FAILED:
+        raise MemoryPortalError(
+            "internal_error",
+            f"The daily review of {agent.pk} failed unexpectedly.",
+            hint="The server log has the details; the schedule is unchanged.",
+        )
+    if result.is_finished and result.return_value is not None:
+        return ReviewRun.objects.get(pk=result.return_value)
+    return None
 
 
 # --- One execution ----------------------------------------------------------------------------
@@ -154,6 +168,37 @@ def routine_execute(
     except MemoryPortalError as exc:
         status = RunStatus.FAILED
         review.error_code = exc.code
+    except Exception:
+        # Record the failure before the task reports it, so no run is left "running".
+        _finish(
+            review=review,
+            run=run,
+            actor=actor,
+            counts=counts,
+            status=RunStatus.FAILED,
+            error_code="internal_error",
+            now=now,
+        )
+        raise
+    return _finish(
+        review=review,
+        run=run,
+        actor=actor,
+        counts=counts,
+        status=status,
+        error_code=review.error_code,
+        now=now,
+    )
+
+
+def _finish(
+    *, review: ReviewRun, run, actor: Actor, counts: dict, status: str, error_code: str, now
+) -> ReviewRun:
+    """Record how a review run ended: its run's status, its counts, and the audit event."""
+    routine = review.routine
+    trigger, day = review.trigger, review.day
+    agent = routine.agent
+    review.error_code = error_code or ""
     run_finish(actor=None, run=run, status=status)
     review.status = status
     review.counts = counts

@@ -55,10 +55,11 @@ LOGIN_URL = "http://127.0.0.1:8000/"
 # A fixed seed: every load produces the same demo, so screenshots and walkthroughs stay valid.
 SEED = 812
 
-# Trace names for the v1 routes; the tool names are SPEC §2.10's.
-TRACE_V1_SAVE = "v1.save"
-TRACE_V1_DAY = "v1.day"
-TRACE_V1_ARCHIVE = "v1.archive"
+# Trace names of the v1 routes, as the API records them (memory_portal/api/v1.py url names);
+# the tool names are SPEC §2.10's.
+TRACE_V1_SAVE = "v1-save"
+TRACE_V1_DAY = "v1-day"
+TRACE_V1_ARCHIVE = "v1-archive"
 
 S, F, R = RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RUNNING
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from django.http import JsonResponse
+from django.http import HttpResponseBadRequest, JsonResponse
 
 STATUS_CODES = {405: "method_not_allowed", 404: "not_found", 400: "memory_invalid"}
 
@@ -43,3 +43,30 @@ class ApiErrorEnvelopeMiddleware:
         if status == 405 and response.has_header("Allow"):
             wrapped["Allow"] = response["Allow"]
         return wrapped
+
+
+class RejectNulMiddleware:
+    """A NUL character in the path or query string is never a valid id or filter, and
+    PostgreSQL refuses it: answer 400 at once (the API's envelope under /api/)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "\x00" in request.path or any(
+            "\x00" in value for values in request.GET.lists() for value in values[1]
+        ):
+            if request.path.startswith("/api/"):
+                return JsonResponse(
+                    {
+                        "error": {
+                            "code": "memory_invalid",
+                            "message": "The URL contains a NUL character.",
+                            "hint": "Remove it and retry.",
+                            "field": "url",
+                        }
+                    },
+                    status=400,
+                )
+            return HttpResponseBadRequest("The URL contains a NUL character.")
+        return self.get_response(request)

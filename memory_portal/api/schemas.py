@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from memory_portal.memory.validation import (
     ARCHIVE_REASON_MAX,
@@ -27,11 +27,28 @@ from memory_portal.memory.validation import (
 OFFSET_MAX = 100_000
 
 
+def _nul_free(value: Any, path: str = "") -> None:
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"{path or 'a value'} contains a NUL character")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _nul_free(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for item in value:
+            _nul_free(item, path)
+
+
 class Strict(Schema):
     """Unknown fields are refused (400 memory_invalid naming the field): the model never
-    supplies project, application, run, author or trust."""
+    supplies project, application, run, author or trust. NUL characters are refused too."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        _nul_free(data)
+        return data
 
 
 # --- Agent tools ------------------------------------------------------------------------------

@@ -30,12 +30,20 @@ def normalize_text(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
+def reject_nul(field: str, value: str) -> str:
+    """NUL characters cannot be stored (PostgreSQL refuses them in text) and never belong in a
+    note: refuse them with a clear error instead of a server failure."""
+    if "\x00" in value:
+        raise invalid(field, f"{field} contains a NUL character.", hint="Remove it and retry.")
+    return value
+
+
 def require_text(
     field: str, value: object, *, max_len: int, too_long_code: str | None = None
 ) -> str:
     if not isinstance(value, str):
         raise invalid(field, f"{field} must be a string.")
-    text = normalize_text(value)
+    text = normalize_text(reject_nul(field, value))
     if not text:
         raise invalid(field, f"{field} must not be empty.")
     if len(text) > max_len:
@@ -68,7 +76,7 @@ def normalize_tags(value: object) -> list[str]:
     for raw in value:
         if not isinstance(raw, str):
             raise invalid("tags", "Every tag must be a string.")
-        tag = raw.strip().lower()
+        tag = reject_nul("tags", raw).strip().lower()
         if not tag or len(tag) > TAG_MAX:
             raise invalid("tags", f"Tags are 1–{TAG_MAX} characters.")
         if not TAG_RE.match(tag):

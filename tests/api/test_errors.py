@@ -81,3 +81,17 @@ def test_openapi_and_docs_are_served(client):
     assert "/api/tools/memory_write" in schema["paths"]
     assert "/api/v1/memories/recall" in schema["paths"]
     assert client.get("/api/docs").status_code == 200
+
+
+def test_nul_characters_are_a_clear_400_everywhere(api, tokens, world):
+    body = api.post("/api/v1/memories", tokens.agent, {"text": "nul \u0000 here"})
+    assert body.status_code == 400 and error_code(body) == "memory_invalid"
+    tool = api.tool("memory_search", tokens.agent, {"query": "a\u0000b"})
+    assert tool.status_code == 400 and error_code(tool) == "memory_invalid"
+    path = api.post("/api/v1/memories/mem_%00/unarchive", tokens.agent)
+    assert path.status_code == 400 and error_code(path) == "memory_invalid"
+    query = api.get("/api/v1/memories?agentId=%00", tokens.member)
+    assert query.status_code == 400 and error_code(query) == "memory_invalid"
+    api.client.force_login(world.member)
+    page = api.client.get("/p/acme-web/notes/mem_%00/")
+    assert page.status_code == 400

@@ -251,3 +251,19 @@ def test_revision_bumps_once_per_write(world):
 def test_daily_note_date_cannot_be_in_the_future(world):
     with refused("memory_invalid", world.project, field="date"):
         write(world.as_agent, target="daily", day=timezone.now().date() + timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"content": "nul \x00 inside"}, "content"), ({"tags": ["a\x00b"]}, "tags")],
+)
+def test_nul_characters_are_refused(world, kwargs, field):
+    with refused("memory_invalid", world.project, field=field):
+        write(world.as_agent, **{"content": "fine", **kwargs})
+
+
+def test_search_query_with_nul_is_refused(world):
+    from memory_portal.memory import selectors
+
+    with refused("memory_invalid", world.project, field="query"):
+        selectors.notes_search(actor=world.as_agent, query="dep\x00loy")

@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 
 migrate: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py createcachetable
 
 demo: migrate
 	$(BIN)/python manage.py memory_demo

@@ -210,8 +210,18 @@ SECURE_SSL_REDIRECT = HTTPS and env_bool("SECURE_SSL_REDIRECT", True)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
-if env_bool("MEMORY_PORTAL_BEHIND_PROXY", False):
+BEHIND_PROXY = env_bool("MEMORY_PORTAL_BEHIND_PROXY", False)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# The database holds the cache (login throttling), so every worker process shares one count.
+# `manage.py createcachetable` makes the table (make migrate and the README's deploy steps run it).
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "memory_portal_cache",
+    }
+}
 
 # --- Tasks ------------------------------------------------------------------------------------
 TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}

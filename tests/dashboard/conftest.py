@@ -18,11 +18,13 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache():
-    # Login throttling counts in the cache; every test starts from zero.
-    cache.clear()
+def _fresh_cache(django_db_setup, django_db_blocker):
+    # Login throttling counts in the (database) cache; every test starts from zero.
+    with django_db_blocker.unblock():
+        cache.clear()
     yield
-    cache.clear()
+    with django_db_blocker.unblock():
+        cache.clear()
 
 
 def client_for(user) -> Client:

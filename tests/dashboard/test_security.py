@@ -158,6 +158,25 @@ def test_many_usernames_from_one_address_are_throttled(world, client, settings):
     )
 
 
+def test_behind_the_proxy_the_forwarded_address_is_throttled(world, settings):
+    """Behind the reverse proxy every request comes from the proxy's address; the client's is
+    the last X-Forwarded-For hop, so one client's failures do not lock everyone out."""
+    settings.BEHIND_PROXY = True
+
+    def attempt(password, client_ip):
+        return Client().post(
+            reverse("login"),
+            {"username": world.manager.username, "password": password},
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR=f"203.0.113.50, {client_ip}",
+        )
+
+    for _ in range(5):
+        attempt("wrong", "198.51.100.7")
+    assert attempt("pw-12345!", "198.51.100.7").status_code == 429
+    assert attempt("pw-12345!", "198.51.100.8").status_code == 302
+
+
 @pytest.mark.parametrize("name", ["dashboard:projects", "dashboard:audit"])
 def test_logged_in_pages_send_security_headers(world, manager_client, name):
     response = manager_client.get(reverse(name))

@@ -9,8 +9,6 @@ from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.tokens import token_authenticate
 
-SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
-
 
 class BearerAuth(HttpBearer):
     def __call__(self, request):
@@ -36,18 +34,14 @@ class BearerAuth(HttpBearer):
 
 
 def person(request) -> Actor:
-    """The calling person; agent tokens get memory_forbidden on person-only routes, and a
-    read-only person token may not change anything."""
+    """The calling person; agent tokens get memory_forbidden on person-only routes. (A
+    read-only token's changes are refused by the services themselves.)"""
     actor: Actor = request.auth
     if not actor.is_person:
         raise MemoryPortalError(
             "memory_forbidden",
             "This route is for people (user tokens), not agent runs.",
             hint="Use a user token from `manage.py create_api_token`.",
-        )
-    if request.method not in SAFE_METHODS and not actor.can_write:
-        raise MemoryPortalError(
-            "memory_tool_forbidden", "This token may only read.", hint="Use a write token."
         )
     return actor
 

@@ -256,3 +256,14 @@ def test_system_can_switch_memory(world):
     services.memory_disable(actor=None, project=world.project)
     assert last_event(world.project, "memory.disable").actor_label == "system"
     services.memory_enable(actor=None, project=world.project)
+
+
+def test_read_only_administrator_tokens_create_nothing(make_user, db):
+    from memory_portal.memory.errors import MemoryPortalError
+    from memory_portal.memory.models import Project
+
+    admin = Actor.person(make_user("root", superuser=True), can_write=False)
+    with pytest.raises(MemoryPortalError) as info:
+        services.project_create(actor=admin, slug="new-project", name="New")
+    assert info.value.code == "memory_tool_forbidden"
+    assert not Project.objects.filter(slug="new-project").exists()

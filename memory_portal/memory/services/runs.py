@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from .. import evidence as evidence_checks
 from .. import tokens
-from ..access import require_manager, require_member, require_person
+from ..access import require_manager, require_member, require_person, require_writer
 from ..actors import Actor
 from ..errors import MemoryPortalError, invalid
 from ..models import (
@@ -33,6 +33,7 @@ from ._common import audit, bump, lock_setting
 def _require_superuser(actor: Actor, what: str) -> None:
     if not (actor.is_person and actor.user.is_superuser):
         raise MemoryPortalError("memory_forbidden", f"Only an administrator can {what}.")
+    require_writer(actor)
 
 
 def _slug(field: str, value: object) -> str:

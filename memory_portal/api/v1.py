@@ -23,11 +23,6 @@ LIST_DEFAULT = 100
 LIST_MAX = 500
 
 
-def _actor(request) -> Actor:
-    """The caller, bound by the token; the services refuse a read-only token's changes."""
-    return request.auth
-
-
 def _gate_agent(actor: Actor) -> None:
     if actor.is_agent:
         from memory_portal.memory.access import check_agent_gate
@@ -46,7 +41,7 @@ def _own_memory(actor: Actor, memory_id: str):
 @router.post("/memories", response=responses({201: s.MemoryOut}), url_name="v1-save")
 def save(request, body: s.MemorySaveIn):
     """Save a fact. Expires 90 days after the save unless expiresAt says otherwise."""
-    actor = _actor(request)
+    actor: Actor = request.auth  # a read-only token's changes are refused by the services
     with traced(actor, "v1-save"):
         _gate_agent(actor)
         result = services.fact_save(
@@ -62,7 +57,7 @@ def save(request, body: s.MemorySaveIn):
 @router.post("/memories/day", response=responses({201: s.MemoryOut}), url_name="v1-day")
 def day(request, body: s.DayIn):
     """Append a line to the caller's day log for today (UTC). Agents only."""
-    actor = _actor(request)
+    actor: Actor = request.auth  # a read-only token's changes are refused by the services
     with traced(actor, "v1-day"):
         _gate_agent(actor)
         row = services.day_append(actor=actor, line=body.line)
@@ -79,7 +74,7 @@ class ListQuery(Schema):
 @router.get("/memories", response=responses({200: s.MemoryListOut}), url_name="v1-list")
 def list_memories(request, filters: Query[ListQuery]):
     """List memories, newest first: active ones by default, `status=archived` or `all`."""
-    actor = _actor(request)
+    actor: Actor = request.auth  # a read-only token's changes are refused by the services
     with traced(actor, "v1-list"):
         _gate_agent(actor)
         qs = selectors.memories_for_actor(
@@ -95,7 +90,7 @@ def list_memories(request, filters: Query[ListQuery]):
 @router.post("/memories/recall", response=responses({200: s.RecallOut}), url_name="v1-recall")
 def recall(request, body: s.RecallIn):
     """Recall on demand (or at the start of a run with `start: true`)."""
-    actor = _actor(request)
+    actor: Actor = request.auth  # a read-only token's changes are refused by the services
     with traced(actor, "v1-recall"):
         result = recall_module.recall(
             actor=actor, query=body.query, agent_id=body.agentId, start=body.start
@@ -116,7 +111,7 @@ def recall(request, body: s.RecallIn):
     "/memories/{memory_id}/archive", response=responses({200: s.MemoryOut}), url_name="v1-archive"
 )
 def archive(request, memory_id: str, body: s.ArchiveIn):
-    actor = _actor(request)
+    actor: Actor = request.auth  # a read-only token's changes are refused by the services
     with traced(actor, "v1-archive"):
         _gate_agent(actor)
         note = _own_memory(actor, memory_id)
@@ -130,7 +125,7 @@ def archive(request, memory_id: str, body: s.ArchiveIn):
     url_name="v1-unarchive",
 )
 def unarchive(request, memory_id: str):
-    actor = _actor(request)
+    actor: Actor = request.auth  # a read-only token's changes are refused by the services
     with traced(actor, "v1-unarchive"):
         _gate_agent(actor)
         note = _own_memory(actor, memory_id)

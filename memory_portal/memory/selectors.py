@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timedelta
 
 from django.db import connection
 from django.db.models import BooleanField, Count, Exists, OuterRef, Q, QuerySet
@@ -321,6 +321,19 @@ def fingerprint(*, actor: Actor, setting: MemorySetting | None = None) -> str:
     return digest.hexdigest()[:32]
 
 
+# --- The review rules ---------------------------------------------------------------------
+
+# A fact nobody recalled for this long goes to the review queue; an expired one recalled within
+# it is renewed by the daily review.
+NOT_RECALLED = timedelta(days=30)
+
+
+def not_recalled_q(now: datetime) -> Q:
+    """Notes not recalled in the last 30 days (never recalled counts once they are that old)."""
+    cutoff = now - NOT_RECALLED
+    return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
+
+
 # --- Counts for the dashboard -------------------------------------------------------------
 
 
@@ -339,25 +352,18 @@ def project_counts(*, project: Project) -> dict:
     return {"total": total, "by_trust": by_trust, "by_status": by_status, "awaiting": awaiting}
 
 
-def audit_events_for(*, actor: Actor, project: Project) -> QuerySet[AuditEvent]:
-    require_member(actor, project)
-    return AuditEvent.objects.filter(project=project).order_by("-created_at", "-id")
-
-
 # --- Dashboard reads ---
 # What the server-rendered dashboard shows, for a person: one function per page region, each
 # with a fixed number of queries however many rows it returns.
 
-from datetime import timedelta  # noqa: E402
 
 from django.db.models import ExpressionWrapper, F  # noqa: E402
 
 from .errors import invalid  # noqa: E402
-from .models import Role, Target, ToolCallCount  # noqa: E402
-from .validation import content_identity, normalize_text  # noqa: E402
+from .models import Role, ToolCallCount  # noqa: E402
+from .validation import agent_fact_identity, normalize_text  # noqa: E402
 
 DAY_STAMP_LENGTH = len("HH:MM ")
-NOT_RECALLED_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -499,14 +505,8 @@ def _day_lines(project: Project, rows: list[Note]) -> list[DayLine]:
             text = _day_line_text(line)
             if not text:
                 continue
-            identity = content_identity(
-                kind=Kind.FACT,
-                scope=Scope.AGENT,
-                target=Target.LONG_TERM,
-                day=None,
-                application_id=None,
-                owner_agent_id=row.owner_agent_id,
-                content=normalize_text(text),
+            identity = agent_fact_identity(
+                owner_agent_id=row.owner_agent_id, content=normalize_text(text)
             )
             drafts.append((row, index, line, text, identity))
     live = dict(
@@ -533,7 +533,6 @@ class ReviewQueue:
 def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQueue:
     """What a reviewer works through. A note shows once, in the first section it belongs to."""
     now = timezone.now()
-    month_ago = now - timedelta(days=NOT_RECALLED_DAYS)
     rows = notes_table(actor=actor, project=project).filter(status=Status.ACTIVE)
     not_expired = Q(expires_at__isnull=True) | Q(expires_at__gt=now)
     sections = {
@@ -541,10 +540,9 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
         .exclude(kind=Kind.DAY)
         .order_by("created_at", "id"),
         "expired": rows.filter(expires_at__lte=now).order_by("expires_at", "id"),
-        "not_recalled": rows.filter(not_expired, created_at__lt=month_ago)
+        "not_recalled": rows.filter(not_expired, not_recalled_q(now))
         .exclude(kind=Kind.DAY)
         .exclude(trust=Trust.REJECTED)
-        .filter(Q(last_recalled_at__isnull=True) | Q(last_recalled_at__lt=month_ago))
         .order_by(F("last_recalled_at").asc(nulls_first=True), "created_at"),
         "stale": rows.filter(evidence_stale=True).order_by("created_at", "id"),
     }

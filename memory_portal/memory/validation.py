@@ -154,6 +154,19 @@ def note_identity(note) -> str:
     )
 
 
+def agent_fact_identity(*, owner_agent_id: str, content: str) -> str:
+    """The idempotency key of an agent's own fact (a v1 save, a lift from the day log)."""
+    return content_identity(
+        kind="fact",
+        scope="agent",
+        target="long_term",
+        day=None,
+        application_id=None,
+        owner_agent_id=owner_agent_id,
+        content=content,
+    )
+
+
 def day_row_identity(*, owner_agent_id: str, day: date) -> str:
     """A day row is identified by (agent, date), so appends keep its key and a second live row
     for the same date is refused by the same unique constraint."""

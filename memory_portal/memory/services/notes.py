@@ -40,6 +40,7 @@ from ..validation import (
     DAY_LINE_MAX,
     DAY_ROW_MAX,
     FACT_MAX,
+    agent_fact_identity,
     check_no_secret,
     check_payload_size,
     day_row_identity,
@@ -418,8 +419,8 @@ def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
         target=Target.LONG_TERM,
         content=text,
         expires_at=expires_at,
+        content_hash=agent_fact_identity(owner_agent_id=agent.pk, content=text),
     )
-    note.content_hash = note_identity(note)
     return note
 
 

@@ -9,7 +9,6 @@ import re
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.tasks import TaskResultStatus
 from django.utils import timezone
 
@@ -27,14 +26,13 @@ from ..models import (
     Status,
     Trust,
 )
-from ..selectors import setting_get
+from ..selectors import NOT_RECALLED, not_recalled_q, setting_get
 from ._common import audit
 from .notes import fact_save, note_expire, note_merge, note_renew
 from .runs import run_create, run_finish
 
 DUE_HOUR_UTC = 4
 RENEW_FOR = timedelta(days=90)
-RECENTLY_RECALLED = timedelta(days=30)
 REVIEW_TASK_KEY = "memory-dreaming"
 LIFT_RE = re.compile(r"^\d\d:\d\d (?:\S+ )?(?:fact|learned):\s*(?P<text>.+)$", re.I)
 FLAGGED_IDS_KEPT = 50
@@ -263,7 +261,7 @@ def _handle_expired(actor: Actor, agent: Agent, now: datetime) -> tuple[int, int
     )
     renewed = archived = 0
     for note in expired:
-        if note.last_recalled_at and note.last_recalled_at >= now - RECENTLY_RECALLED:
+        if note.last_recalled_at and note.last_recalled_at >= now - NOT_RECALLED:
             note_renew(actor=actor, note_id=note.pk, expires_at=now + RENEW_FOR)
             renewed += 1
         else:
@@ -308,18 +306,10 @@ def _lift_day_log(actor: Actor, agent: Agent, day: date) -> tuple[int, int]:
     return lifted, skipped
 
 
-def unrecalled_facts_q(now: datetime) -> Q:
-    """Facts not recalled in 30 days (or never, when older than 30 days)."""
-    cutoff = now - RECENTLY_RECALLED
-    return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
-
-
 def _flag_unrecalled(agent: Agent, now: datetime) -> list[str]:
     """Step 4: facts not recalled in 30 days go to the review queue (the queue reads the same
     rule; the run records which ones it saw)."""
-    return list(
-        _live_facts(agent, now).filter(unrecalled_facts_q(now)).values_list("id", flat=True)
-    )
+    return list(_live_facts(agent, now).filter(not_recalled_q(now)).values_list("id", flat=True))
 
 
 def routines_run_due(*, now: datetime | None = None) -> list[int]:

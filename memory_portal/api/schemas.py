@@ -266,6 +266,10 @@ class MemoryOut(Schema):
     expiresAt: datetime | None
     expired: bool
     status: str
+    trust: Literal["learned", "reviewed", "rejected"] = Field(
+        description="learned (unverified), reviewed by a manager, or rejected (never served "
+        "to agents in lists or recall)"
+    )
     archiveReason: str | None
     archivedAt: datetime | None
     supersedesId: str | None

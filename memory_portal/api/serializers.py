@@ -80,6 +80,7 @@ def memory(note: Note) -> dict[str, Any]:
         "expiresAt": note.expires_at,
         "expired": note.expired,
         "status": note.status,
+        "trust": note.trust,
         "archiveReason": _none(note.archive_reason),
         "archivedAt": note.archived_at,
         "supersedesId": note.supersedes_id,

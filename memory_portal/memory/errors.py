@@ -35,7 +35,11 @@ CODES: dict[str, ErrorCode] = {
     "memory_trust_locked": ErrorCode(403, "Ask a project manager to change reviewed notes."),
     "memory_forbidden": ErrorCode(403, "Ask a project manager to do this."),
     "memory_write_revoked": ErrorCode(409, "Memory changed while the write was checked; retry."),
-    "memory_project_full": ErrorCode(409, "Forget or reset old notes to make room."),
+    "memory_project_full": ErrorCode(
+        409,
+        "Every stored note counts, forgotten and archived ones too; only a reset of the "
+        "project's memory frees space. Ask a project manager.",
+    ),
     "memory_forgotten": ErrorCode(409, "Restore the forgotten note with its recoveryId."),
     "memory_rejected": ErrorCode(409, "A manager rejected this content; write something else."),
     "memory_vetoed": ErrorCode(409, "A person vetoed this content; ask them to undo the veto."),
@@ -49,7 +53,9 @@ CODES: dict[str, ErrorCode] = {
     "scratchpad_full": ErrorCode(409, "Clear completed items first."),
     "scratchpad_item_not_found": ErrorCode(404, "List the scratchpad for valid itm_ ids."),
     "auth_required": ErrorCode(401, "Send Authorization: Bearer <token>."),
-    "auth_invalid": ErrorCode(401, "Use a current token; ask for a new one if it was revoked."),
+    "auth_invalid": ErrorCode(
+        401, "Use a current token; a finished run's token stops working, so start a new run."
+    ),
     "not_found": ErrorCode(404, "Check the id in the URL."),
     "method_not_allowed": ErrorCode(405, "See /api/docs for the routes and their methods."),
     "internal_error": ErrorCode(500, "Retry later; tell the operators if it persists."),

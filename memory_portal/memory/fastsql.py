@@ -116,28 +116,53 @@ def lock_and_bump(project_id: int, *, now) -> LockedSetting | None:
     return LockedSetting(row[0], project_id, bool(row[1]), row[2], row[3])
 
 
+@dataclass(frozen=True)
+class SameContent:
+    """A stored note with the same normalised content as the one being written."""
+
+    id: str
+    status: str
+    trust: str
+    archive_reason: str
+    same_place: bool  # also the same kind, scope, target, day and owner (the idempotency key)
+
+
 @dataclass
 class WriteCheck:
     """What the write protocol must know under the lock, read in one statement."""
 
     total: int
     by_run: int
-    same: list[tuple[str, str, str, str]]
+    same: list[SameContent]
 
 
-def write_check(project_id: int, content_hash: str, top_level_run_id: str) -> WriteCheck:
-    """The project's stored notes (every status), the top-level run's new notes, and
-    (id, status, trust, archive_reason) of every note with the same identity."""
+def write_check(
+    project_id: int, content_hash: str, content_key: str, top_level_run_id: str
+) -> WriteCheck:
+    """The project's stored notes (every status), the top-level run's new notes, and every
+    note of the project with the same place identity or the same normalised content."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason FROM ("
+            "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason,"
+            " e.content_hash FROM ("
             " SELECT (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) AS total,"
             " (SELECT COUNT(*) FROM project_memory_entry"
             "  WHERE project_id = %s AND top_level_run_id = %s) AS by_run) c"
             " LEFT JOIN project_memory_entry e"
-            " ON e.project_id = %s AND e.content_hash = %s",
-            [project_id, project_id, top_level_run_id, project_id, content_hash],
+            " ON e.project_id = %s AND (e.content_hash = %s OR e.content_key = %s)",
+            [
+                project_id,
+                project_id,
+                top_level_run_id,
+                project_id,
+                content_hash,
+                content_key,
+            ],
         )
         rows = cursor.fetchall()
-    same = [(r[2], r[3], r[4], r[5]) for r in rows if r[2] is not None]
+    same = [
+        SameContent(r[2], r[3], r[4], r[5], same_place=r[6] == content_hash)
+        for r in rows
+        if r[2] is not None
+    ]
     return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same)

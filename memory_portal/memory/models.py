@@ -136,8 +136,10 @@ class RepositoryLink(models.Model):
 class Agent(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_agent_id, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agents")
+    # Deleting an application detaches its agents: they, their runs and their private facts
+    # stay in the project (SPEC §2.3).
     application = models.ForeignKey(
-        Application, null=True, blank=True, on_delete=models.CASCADE, related_name="agents"
+        Application, null=True, blank=True, on_delete=models.SET_NULL, related_name="agents"
     )
     name = models.CharField(max_length=200)
     stage = models.CharField(max_length=20, choices=Stage.choices)
@@ -163,7 +165,7 @@ class Run(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     application = models.ForeignKey(
-        Application, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+        Application, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
@@ -173,6 +175,8 @@ class Run(models.Model):
     top_level_run_id = models.CharField(max_length=40, db_index=True)
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.RUNNING)
     task_key = models.CharField(max_length=64, blank=True)
+    # The step the orchestrator says the run is in now; every note the run writes records it.
+    current_step = models.CharField(max_length=100, blank=True)
     tool_calls = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -264,15 +268,16 @@ class MemorySetting(models.Model):
         return f"memory of project {self.project_id}"
 
 
+def not_expired_q(now=None) -> Q:
+    """Notes without an expiry or whose expiry is still ahead (the one "not expired" rule)."""
+    return Q(expires_at__isnull=True) | Q(expires_at__gt=now or timezone.now())
+
+
 class NoteQuerySet(models.QuerySet):
     def live(self, now=None):
-        """Active, not expired, not rejected: what recall and agents' lists may serve."""
-        now = now or timezone.now()
-        return (
-            self.filter(status=Status.ACTIVE)
-            .exclude(trust=Trust.REJECTED)
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        )
+        """Active, not expired, not rejected (the daily review's working set; what agents are
+        served is decided by selectors.agent_visible_q)."""
+        return self.filter(not_expired_q(now), status=Status.ACTIVE).exclude(trust=Trust.REJECTED)
 
 
 class Note(models.Model):
@@ -331,6 +336,9 @@ class Note(models.Model):
     # Identity of the content in its place (kind, scope, target, day, owner): two active notes
     # never share it. A day row's key is its (agent, date), so it stays put while lines append.
     content_hash = models.CharField(max_length=64)
+    # The normalised content alone (validation.content_key_text), whatever the kind, place or
+    # route: forgotten, rejected or vetoed content is matched on it and never written back.
+    content_key = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -342,6 +350,7 @@ class Note(models.Model):
         indexes = [
             models.Index(fields=["project", "status", "-created_at"], name="note_project_status"),
             models.Index(fields=["project", "content_hash"], name="note_project_hash"),
+            models.Index(fields=["project", "content_key"], name="note_project_content_key"),
             models.Index(fields=["project", "top_level_run_id"], name="note_project_top_run"),
             models.Index(fields=["owner_agent", "kind", "status"], name="note_owner_kind"),
             models.Index(fields=["project", "trust", "created_at"], name="note_project_trust"),

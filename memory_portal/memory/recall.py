@@ -19,8 +19,8 @@ from django.utils import timezone
 from .access import check_agent_gate
 from .actors import Actor
 from .errors import invalid
-from .models import Agent, Kind, Note, Scope, StartRecall, Status
-from .selectors import agent_for_memories, setting_get
+from .models import Agent, Kind, Note, Scope, StartRecall
+from .selectors import AgentView, agent_for_memories, agent_visible_q, setting_get
 from .services import notes_mark_recalled
 from .validation import RECALL_QUERY_MAX, reject_nul
 
@@ -631,23 +631,24 @@ class RecallResult:
     considered: int = 0
 
 
-def live_facts(agent: Agent, now: datetime) -> list[Note]:
-    return list(
-        Note.objects.live(now)
-        .filter(owner_agent=agent, scope=Scope.AGENT, kind=Kind.FACT)
-        .order_by("-created_at", "-id")
+def _own(view: AgentView, kind: str, now: datetime):
+    """The agent's own notes of one kind that the visibility rule serves it."""
+    return Note.objects.filter(
+        agent_visible_q(view, now=now), scope=Scope.AGENT, owner_agent_id=view.agent_id, kind=kind
     )
 
 
-def recent_day_lines(agent: Agent, now: datetime) -> list[str]:
+def live_facts(view: AgentView | Agent, now: datetime) -> list[Note]:
+    if isinstance(view, Agent):
+        view = AgentView.of_agent(view)
+    return list(_own(view, Kind.FACT, now).order_by("-created_at", "-id"))
+
+
+def recent_day_lines(view: AgentView, now: datetime) -> list[str]:
     """Today's and yesterday's day log, newest line first, within the day-log token budget."""
     today = now.date()
-    rows = Note.objects.filter(
-        owner_agent=agent,
-        kind=Kind.DAY,
-        status=Status.ACTIVE,
-        day__in=[today, today - timedelta(days=1)],
-    ).order_by("-day")
+    rows = _own(view, Kind.DAY, now).filter(day__in=[today, today - timedelta(days=1)])
+    rows = rows.order_by("-day")
     lines: list[str] = []
     used = 0
     for row in rows:
@@ -723,7 +724,10 @@ def recall(
     if start and actor.is_agent and mark and not _claim_start(actor, now):
         return RecallResult(agent=agent, memories=[], day_lines=[], block="", skipped=True)
     conf = recall_settings()
-    facts = live_facts(agent, now)
+    # What the agent itself would be served: its run's view, or (a person's recall for an
+    # agent, the dashboard preview) the agent's.
+    view = AgentView.of_run(actor.run) if actor.is_agent else AgentView.of_agent(agent)
+    facts = live_facts(view, now)
     fallback: str | None = None
     scores: list[float] | None = None
     if not query or not query.strip():
@@ -739,7 +743,7 @@ def recall(
             logging.getLogger(__name__).exception("recall scoring failed; listing newest")
             fallback = "error"
     picked = _pick(facts, scores if fallback is None else None, conf["threshold"])
-    day_lines = recent_day_lines(agent, now)
+    day_lines = recent_day_lines(view, now)
     block = render_block(picked, day_lines)
     if mark and picked:
         notes_mark_recalled(project=agent.project, note_ids=[p.note.id for p in picked], now=now)

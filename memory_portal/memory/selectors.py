@@ -29,6 +29,7 @@ from .models import (
     ScratchpadItem,
     Status,
     Trust,
+    not_expired_q,
 )
 
 
@@ -64,30 +65,91 @@ def setting_get(*, project: Project) -> MemorySetting:
     return setting
 
 
-# --- Visibility rules -----------------------------------------------------------------------
+# --- The visibility rule -------------------------------------------------------------------
+# Every read of notes by or for an agent goes through `agent_visible_q`: tool reads, lists,
+# search, status counts, the fingerprint, v1 lists and recall (facts and day lines). A new
+# read path uses it too, so it cannot forget a clause (tests/memory/test_visibility_paths.py
+# runs one fixture through every path).
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """Whose eyes a read is through: an agent run's, or an agent's when a person previews
+    what that agent would be served (no run, so no own top-level run to leave out)."""
+
+    project_id: int
+    agent_id: str
+    application_id: int | None
+    is_reviewer: bool
+    top_level_run_id: str | None = None
+
+    @classmethod
+    def of_run(cls, run: Run) -> AgentView:
+        return cls(
+            run.project_id,
+            run.agent_id,
+            run.application_id,
+            run.agent.is_reviewer,
+            run.top_level_run_id,
+        )
+
+    @classmethod
+    def of_agent(cls, agent: Agent) -> AgentView:
+        return cls(agent.project_id, agent.pk, agent.application_id, agent.is_reviewer)
+
+
+def _reach_q(view: AgentView) -> Q:
+    """Notes in an agent's reach: its project's shared notes, its application's notes and its
+    own private notes."""
+    reach = Q(scope=Scope.PROJECT) | Q(scope=Scope.AGENT, owner_agent_id=view.agent_id)
+    if view.application_id:
+        reach |= Q(scope=Scope.APPLICATION, application_id=view.application_id)
+    return Q(project_id=view.project_id) & reach
 
 
 def agent_scope_q(run: Run) -> Q:
-    """Notes in an agent's reach: its project's shared notes, its application's notes and its
-    own private notes."""
-    reach = Q(scope=Scope.PROJECT) | Q(scope=Scope.AGENT, owner_agent_id=run.agent_id)
-    if run.application_id:
-        reach |= Q(scope=Scope.APPLICATION, application_id=run.application_id)
-    return Q(project_id=run.project_id) & reach
+    """The reach of a run's agent (see `_reach_q`)."""
+    return _reach_q(AgentView.of_run(run))
 
 
-def evidence_current_q(run: Run) -> Q:
+def _evidence_current_q(view: AgentView) -> Q:
     """An evidence-bound note is served only while its commit is the pinned revision of a
-    repository still linked to the caller's application."""
+    repository still linked to the agent's application."""
     no_evidence = Q(evidence_commit="")
-    if not run.application_id:
+    if not view.application_id:
         return no_evidence
     current = RepositoryLink.objects.filter(
-        application_id=run.application_id,
+        application_id=view.application_id,
         repository_id=OuterRef("evidence_repository_id"),
         revision=OuterRef("evidence_commit"),
     )
     return no_evidence | Q(Exists(current))
+
+
+def agent_visible_q(
+    view: AgentView,
+    *,
+    served: bool = True,
+    include_archived: bool = False,
+    include_expired: bool = False,
+    now: datetime | None = None,
+) -> Q:
+    """THE rule of what an agent may see (SPEC §2.3, §2.7, §2.8). Always: its reach, not
+    forgotten, evidence current for its application; a reviewer only reviewed notes of other
+    top-level runs. `served` (lists, search, recall, counts, fingerprint; everything but a read
+    by id): never rejected, and live — active and not expired unless asked for."""
+    q = _reach_q(view) & ~Q(status=Status.FORGOTTEN) & _evidence_current_q(view)
+    if served:
+        q &= ~Q(trust=Trust.REJECTED)
+        if not include_archived:
+            q &= Q(status=Status.ACTIVE)
+        if not include_expired:
+            q &= not_expired_q(now)
+    if view.is_reviewer:
+        q &= Q(trust=Trust.REVIEWED)
+        if view.top_level_run_id:
+            q &= ~Q(top_level_run_id=view.top_level_run_id)
+    return q
 
 
 def evidence_stale_annotation():
@@ -107,24 +169,20 @@ def notes_for_actor(
     include_archived: bool = False,
     include_expired: bool = False,
 ) -> QuerySet[Note]:
-    """The notes an actor may list. People (members) see every note of the project; agents see
-    their reach minus forgotten, rejected, stale-evidence and (unless asked) archived or expired
-    notes; reviewers see reviewed notes of other top-level runs only."""
+    """The notes an actor may list. People (members) see every note of the project; agents
+    see what `agent_visible_q` serves them."""
     if actor.is_person:
         if project is None:
             raise ValueError("A person lists notes of one project.")
         require_member(actor, project)
         return Note.objects.filter(project=project)
-    run = actor.run
-    qs = Note.objects.filter(agent_scope_q(run)).exclude(status=Status.FORGOTTEN)
-    qs = qs.exclude(trust=Trust.REJECTED).filter(evidence_current_q(run))
-    if not include_archived:
-        qs = qs.filter(status=Status.ACTIVE)
-    if not include_expired:
-        qs = qs.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
-    if run.agent.is_reviewer:
-        qs = qs.filter(trust=Trust.REVIEWED).exclude(top_level_run_id=run.top_level_run_id)
-    return qs
+    return Note.objects.filter(
+        agent_visible_q(
+            AgentView.of_run(actor.run),
+            include_archived=include_archived,
+            include_expired=include_expired,
+        )
+    )
 
 
 def note_get(*, actor: Actor, note_id: str) -> Note:
@@ -137,17 +195,9 @@ def note_get(*, actor: Actor, note_id: str) -> Note:
         if role_in(actor.user, note.project) is None:
             raise note_not_found(note_id)
         return note
-    run = actor.run
-    visible = (
-        Note.objects.filter(pk=note_id)
-        .filter(agent_scope_q(run))
-        .exclude(status=Status.FORGOTTEN)
-        .filter(evidence_current_q(run))
+    visible = Note.objects.filter(
+        agent_visible_q(AgentView.of_run(actor.run), served=False), pk=note_id
     )
-    if run.agent.is_reviewer:
-        visible = visible.filter(trust=Trust.REVIEWED).exclude(
-            top_level_run_id=run.top_level_run_id
-        )
     if not visible.exists():
         raise note_not_found(note_id)
     return note
@@ -201,7 +251,12 @@ def memories_for_actor(
     if actor.is_agent:
         if agent_id and agent_id != actor.run.agent_id:
             raise MemoryPortalError("memory_not_own", "An agent lists its own memories only.")
-        qs = qs.filter(owner_agent_id=actor.run.agent_id)
+        visible = agent_visible_q(
+            AgentView.of_run(actor.run),
+            include_archived=status != Status.ACTIVE,
+            include_expired=True,  # v1 lists show expired facts, marked `expired`
+        )
+        qs = qs.filter(visible, owner_agent_id=actor.run.agent_id)
     else:
         if agent_id:
             agent = agent_get(actor=actor, agent_id=agent_id)
@@ -534,7 +589,7 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
     """What a reviewer works through. A note shows once, in the first section it belongs to."""
     now = timezone.now()
     rows = notes_table(actor=actor, project=project).filter(status=Status.ACTIVE)
-    not_expired = Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+    not_expired = not_expired_q(now)
     sections = {
         "learned": rows.filter(not_expired, trust=Trust.LEARNED)
         .exclude(kind=Kind.DAY)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from datetime import date
 
 from . import secrets
@@ -30,6 +31,21 @@ def normalize_text(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
+def content_key_text(text: str) -> str:
+    """The content as the never-resurrect rule compares it (SPEC §2.3): Unicode NFKC,
+    case-folded, format characters (zero-width spaces, direction marks, soft hyphens) removed,
+    every run of whitespace one space, trimmed. Two texts a reader cannot tell apart map to
+    the same key."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    visible = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    return " ".join(visible.split())
+
+
+def content_key(text: str) -> str:
+    """The stored, indexed digest of `content_key_text` (one per note, any kind or place)."""
+    return hashlib.sha256(content_key_text(text).encode()).hexdigest()
+
+
 def reject_nul(field: str, value: str) -> str:
     """NUL characters cannot be stored (PostgreSQL refuses them in text) and never belong in a
     note: refuse them with a clear error instead of a server failure."""
@@ -44,8 +60,13 @@ def require_text(
     if not isinstance(value, str):
         raise invalid(field, f"{field} must be a string.")
     text = normalize_text(reject_nul(field, value))
-    if not text:
-        raise invalid(field, f"{field} must not be empty.")
+    if not content_key_text(text):
+        raise invalid(
+            field,
+            f"{field} must not be empty"
+            + (" (it holds only invisible characters)." if text else "."),
+            hint=f"Send {field} with visible text.",
+        )
     if len(text) > max_len:
         if too_long_code:
             raise MemoryPortalError(
@@ -125,7 +146,8 @@ def content_identity(
     owner_agent_id: str | None,
     content: str,
 ) -> str:
-    """The idempotency key: the same content in the same place is the same note."""
+    """The idempotency key: the same content (compared as `content_key_text`) in the same
+    place is the same note."""
     key = json.dumps(
         [
             kind,
@@ -134,7 +156,7 @@ def content_identity(
             day.isoformat() if day else "",
             application_id or 0,
             owner_agent_id or "",
-            content,
+            content_key_text(content),
         ],
         ensure_ascii=False,
     )
@@ -165,6 +187,14 @@ def agent_fact_identity(*, owner_agent_id: str, content: str) -> str:
         owner_agent_id=owner_agent_id,
         content=content,
     )
+
+
+def stamp_identity(note) -> None:
+    """Set both keys of an unsaved (or just appended-to) note: `content_hash`, its identity in
+    its place (a day row keeps its (agent, date) key), and `content_key`, its content alone."""
+    if note.kind != "day":
+        note.content_hash = note_identity(note)
+    note.content_key = content_key(note.content)
 
 
 def day_row_identity(*, owner_agent_id: str, day: date) -> str:

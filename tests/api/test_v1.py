@@ -19,6 +19,7 @@ MEMORY_FIELDS = {
     "expiresAt",
     "expired",
     "status",
+    "trust",
     "archiveReason",
     "archivedAt",
     "supersedesId",

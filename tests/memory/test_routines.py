@@ -67,7 +67,8 @@ def test_first_save_creates_the_routine_once(world):
 def test_merge_keeps_the_newest_duplicate(world):
     a = fact(world, "Deploy needs the VPN")
     b = fact(world, "deploy needs  the vpn.")
-    c = fact(world, "DEPLOY NEEDS THE VPN")
+    c = fact(world, "DEPLOY NEEDS THE VPN!")
+    assert fact(world, "deploy needs the VPN").id == a.id, "the same normalised text is one fact"
     other = fact(world, "Something else entirely")
     review = services.routine_run_now(actor=world.as_member, agent=world.agent)
     assert review.counts["merged"] == 2 and review.status == "succeeded"

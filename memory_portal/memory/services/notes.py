@@ -28,6 +28,7 @@ from ..models import (
     Project,
     Recovery,
     RepositoryLink,
+    Role,
     Scope,
     Status,
     Target,
@@ -40,14 +41,13 @@ from ..validation import (
     DAY_LINE_MAX,
     DAY_ROW_MAX,
     FACT_MAX,
-    agent_fact_identity,
     check_no_secret,
     check_payload_size,
     day_row_identity,
     normalize_tags,
-    note_identity,
     optional_summary,
     require_text,
+    stamp_identity,
     tags_to_text,
 )
 from ._common import audit, audit_event, bump, lock_setting
@@ -84,27 +84,33 @@ def _provenance(actor: Actor, note: Note, *, step: str = "") -> None:
         note.created_by_user = actor.user
 
 
-def _refuse_resurrection(same: list[tuple[str, str, str, str]]) -> str | None:
-    """Under the lock: the id of an identical active note (an idempotent write returns it);
-    identical content that was forgotten, rejected or vetoed is refused — a write never
-    brings it back. `same` holds (id, status, trust, archive_reason) of identical notes."""
-    active = next((row for row in same if row[1] == Status.ACTIVE), None)
-    if active is not None and active[2] == Trust.REJECTED:
-        raise MemoryPortalError(
-            "memory_rejected", f"Identical content was rejected by a manager ({active[0]})."
-        )
-    if active is not None:
-        return active[0]
-    for note_id, status, _trust, _reason in same:
-        if status == Status.FORGOTTEN:
+def _refuse_resurrection(same: list[fastsql.SameContent]) -> str | None:
+    """Under the lock: the id of an identical active note in the same place (an idempotent
+    write returns it); content that was forgotten, rejected or vetoed anywhere in the project,
+    in any kind, place or route, is refused — a write never brings it back (SPEC §2.3)."""
+    active = next((row for row in same if row.same_place and row.status == Status.ACTIVE), None)
+    if active is not None and active.trust != Trust.REJECTED:
+        return active.id
+    hint = "A person decided against this content; write something else."
+    for row in same:
+        if row.status == Status.FORGOTTEN:
             raise MemoryPortalError(
-                "memory_forgotten", f"Identical content was forgotten ({note_id})."
+                "memory_forgotten",
+                f"The same content was forgotten ({row.id}).",
+                hint="A manager can restore it from Recoveries; do not write it again.",
             )
-    if any(trust == Trust.REJECTED for _id, _status, trust, _reason in same):
-        raise MemoryPortalError("memory_rejected", "Identical content was rejected by a manager.")
-    for note_id, status, _trust, reason in same:
-        if status == Status.ARCHIVED and reason == REASON_VETOED:
-            raise MemoryPortalError("memory_vetoed", f"Identical content was vetoed ({note_id}).")
+    for row in same:
+        if row.trust == Trust.REJECTED:
+            raise MemoryPortalError(
+                "memory_rejected",
+                f"The same content was rejected by a manager ({row.id}).",
+                hint=hint,
+            )
+    for row in same:
+        if row.status == Status.ARCHIVED and row.archive_reason == REASON_VETOED:
+            raise MemoryPortalError(
+                "memory_vetoed", f"The same content was vetoed ({row.id}).", hint=hint
+            )
     return None
 
 
@@ -122,9 +128,9 @@ def _check_caps(actor: Actor, project: Project, check: fastsql.WriteCheck) -> No
         )
 
 
-def _write_check(actor: Actor, project: Project, content_hash: str) -> fastsql.WriteCheck:
+def _write_check(actor: Actor, project: Project, note: Note) -> fastsql.WriteCheck:
     top = actor.run.top_level_run_id if actor.is_agent else ""
-    return fastsql.write_check(project.pk, content_hash, top)
+    return fastsql.write_check(project.pk, note.content_hash, note.content_key, top)
 
 
 def _current_setting(project: Project):
@@ -195,9 +201,9 @@ def _insert_locked(
         setting = fastsql.lock_and_bump(project.pk, now=now)
     _check_epoch(setting, epoch)
     check_agent_gate(actor, setting, write=True)
-    check = _write_check(actor, project, note.content_hash)
+    check = _write_check(actor, project, note)
     existing_id = _refuse_resurrection(check.same)
-    old = _lock_superseded(actor, project, supersede_id) if supersede_id else None
+    old = _lock_superseded(actor, project, supersede_id, note) if supersede_id else None
     if existing_id is not None:
         if old is not None:
             raise MemoryPortalError(
@@ -231,23 +237,49 @@ def _fresh_copy(note: Note) -> Note:
     return note
 
 
-def _lock_superseded(actor: Actor, project: Project, note_id: str) -> Note:
+def _lock_superseded(actor: Actor, project: Project, note_id: str, new: Note) -> Note:
+    """The one supersede rule (SPEC §2.3), for every caller and route, under the lock: the old
+    note is one the caller can see, in the same place as its replacement (in v1: a fact of
+    the same agent, never a shared note), live, not a day log; a reviewed or rejected note is
+    replaced only by a manager. Superseding never does what the caller could not do
+    directly."""
     old = Note.objects.select_for_update().filter(pk=note_id, project=project).first()
     if old is None or old.status == Status.FORGOTTEN:
         raise note_not_found(note_id)
-    if (
-        actor.is_agent
-        and old.owner_agent_id != actor.run.agent_id
-        and (old.created_by_agent_id != actor.run.agent_id)
-    ):
-        raise MemoryPortalError(
-            "memory_agent_mismatch", f"{note_id} belongs to another agent; supersede your own."
-        )
     if old.kind == Kind.DAY:
         raise MemoryPortalError("memory_day_append_only", "A day log cannot be superseded.")
+    same_place = (
+        old.scope == new.scope
+        and old.owner_agent_id == new.owner_agent_id
+        and old.application_id == new.application_id
+    )
+    if not same_place:
+        if new.scope == Scope.AGENT and old.scope != Scope.AGENT:
+            message = f"{note_id} is a shared note; v1 supersedes an agent's own facts only."
+            hint = "Correct a shared note with memory_forget and a new memory_write."
+        else:
+            message = f"{note_id} is not a fact of {new.owner_agent_id}; supersede its own."
+            hint = "Name the agent whose fact this is, or save a new fact."
+        raise MemoryPortalError("memory_agent_mismatch", message, hint=hint)
+    note_get(actor=actor, note_id=note_id)  # and one the caller may see (not found otherwise)
     if old.status != Status.ACTIVE:
-        raise MemoryPortalError("memory_supersede_archived", f"{note_id} is archived.")
+        raise MemoryPortalError(
+            "memory_supersede_archived",
+            f"{note_id} is {old.archive_reason or old.status}; only a live note is superseded.",
+        )
+    if old.trust != Trust.LEARNED and not _is_manager(actor, project):
+        raise MemoryPortalError(
+            "memory_trust_locked",
+            f"{note_id} is {old.trust}; only a project manager can replace it.",
+            hint="Ask a project manager, or save a new memory beside it.",
+        )
     return old
+
+
+def _is_manager(actor: Actor, project: Project) -> bool:
+    from ..access import role_in
+
+    return actor.is_person and role_in(actor.user, project) == Role.MANAGER
 
 
 def _resolve_evidence(
@@ -360,7 +392,7 @@ def note_write(
         tags_text=tags_to_text(tag_list),
         expires_at=expires_at,
     )
-    note.content_hash = note_identity(note)
+    stamp_identity(note)
     if verified is not None:
         note.evidence_repository = link.repository
         note.evidence_path = verified.path
@@ -419,8 +451,8 @@ def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
         target=Target.LONG_TERM,
         content=text,
         expires_at=expires_at,
-        content_hash=agent_fact_identity(owner_agent_id=agent.pk, content=text),
     )
+    stamp_identity(note)
     return note
 
 
@@ -450,7 +482,7 @@ def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:
         tags_text=old.tags_text,
         expires_at=old.expires_at,
     )
-    note.content_hash = note_identity(note)
+    stamp_identity(note)
     _provenance(actor, note)
     return _insert(
         actor=actor,
@@ -497,11 +529,10 @@ def day_append(*, actor: Actor, line: str) -> Note:
                 )
             row.content = content
             row.updated_at = now
-            row.save(update_fields=["content", "updated_at"])
+            stamp_identity(row)
+            row.save(update_fields=["content", "content_key", "updated_at"])
             action = "day.append"
         else:
-            identity = day_row_identity(owner_agent_id=agent.pk, day=today)
-            _check_caps(actor, project, _write_check(actor, project, identity))
             row = Note(
                 project=project,
                 scope=Scope.AGENT,
@@ -510,10 +541,12 @@ def day_append(*, actor: Actor, line: str) -> Note:
                 target=Target.DAILY,
                 day=today,
                 content=stamped,
-                content_hash=identity,
+                content_hash=day_row_identity(owner_agent_id=agent.pk, day=today),
                 created_at=now,
                 updated_at=now,
             )
+            stamp_identity(row)
+            _check_caps(actor, project, _write_check(actor, project, row))
             _provenance(actor, row)
             row.save(force_insert=True)
             action = "day.create"

@@ -25,6 +25,8 @@ from memory_portal.memory.validation import (
 # Offsets past every note a project can hold (2,000) only find empty pages; the bound keeps
 # absurd values from overflowing the database's integers.
 OFFSET_MAX = 100_000
+SCRATCHPAD_PAGE_DEFAULT = 20
+SCRATCHPAD_PAGE_MAX = 50  # a page also stops at the 12,000-byte reply ceiling
 
 
 def _nul_free(value: Any, path: str = "") -> None:
@@ -127,6 +129,12 @@ class ScratchpadArgs(Strict):
     )
     text: str | None = Field(None, min_length=1, max_length=SCRATCHPAD_TEXT_MAX)
     itemId: str | None = None
+    limit: int | None = Field(
+        None, ge=1, le=SCRATCHPAD_PAGE_MAX, description="list: items per page (default 20)."
+    )
+    offset: int | None = Field(
+        None, ge=0, le=OFFSET_MAX, description="list: continue at a previous nextOffset."
+    )
 
 
 class EvidenceOut(Schema):
@@ -214,6 +222,9 @@ class ScratchpadItemOut(Schema):
 
 class ScratchpadOut(Schema):
     items: list[ScratchpadItemOut] | None = None
+    nextOffset: int | None = Field(
+        None, description="list: where the next page starts; null on the last page."
+    )
     itemId: str | None = None
     done: bool | None = None
     removed: int | None = None
@@ -352,7 +363,11 @@ class RunIn(Strict):
 
 
 class RunStatusIn(Strict):
-    status: Literal["running", "succeeded", "failed"]
+    """At least one of: the run's status (leaving `running` finishes it and revokes its token
+    at once) and the step it is in now (recorded on every note it writes from then on)."""
+
+    status: Literal["running", "succeeded", "failed"] | None = None
+    step: str | None = Field(None, max_length=100)
 
 
 class IdOut(Schema):

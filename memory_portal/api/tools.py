@@ -94,8 +94,9 @@ TOOLS = [
         "scratchpad",
         "scratchpad",
         s.ScratchpadArgs,
-        "Your top-level run's shared to-do list: list, add (text → itemId), done / undo "
-        "(itemId), clear (removes completed items). Not shared with later runs.",
+        "Your top-level run's shared to-do list: list (pages; continue at nextOffset), add "
+        "(text → itemId), done / undo (itemId), clear (removes completed items). Not shared "
+        "with later runs.",
         writes=True,
         for_reviewers=False,
     ),
@@ -205,10 +206,13 @@ def memory_write(request, body: s.MemoryWriteArgs):
 # --- memory_read ----------------------------------------------------------------------------
 
 
-def _page_of(qs, *, offset: int, limit: int, render=serializers.entry) -> dict:
+def _page_of(
+    qs, *, offset: int, limit: int, render=serializers.entry, key: str = "entries"
+) -> dict:
+    """One page of a tool's list within the 12,000-byte reply ceiling; `nextOffset` goes on."""
     rows = list(qs[offset : offset + limit + 1])
     return serializers.page(
-        rows[:limit], offset=offset, limit=limit, more=len(rows) > limit, render=render
+        rows[:limit], offset=offset, limit=limit, more=len(rows) > limit, render=render, key=key
     )
 
 
@@ -325,9 +329,17 @@ def scratchpad(request, body: s.ScratchpadArgs):
             raise invalid("itemId", "add takes text, not itemId.")
         if args.action in {"done", "undo"} and not args.itemId:
             raise invalid("itemId", f"{args.action} needs itemId.")
+        if args.action != "list" and (args.limit is not None or args.offset is not None):
+            raise invalid("offset", "limit and offset apply to action list only.")
         if args.action == "list":
-            items = selectors.scratchpad_items(actor=actor)
-            return {"items": [serializers.scratchpad_item(i) for i in items]}
+            limit = args.limit or s.SCRATCHPAD_PAGE_DEFAULT
+            return _page_of(
+                selectors.scratchpad_items(actor=actor),
+                offset=args.offset or 0,
+                limit=limit,
+                render=serializers.scratchpad_item,
+                key="items",
+            )
         if args.action == "add":
             if args.text is None:
                 raise invalid("text", "add needs text.")

@@ -142,6 +142,7 @@ KNOWN_ACTIONS = [
     "memory.reset",
     "run.create",
     "run.status",
+    "run.step",
     "run.delete",
     "scratchpad.add",
     "scratchpad.done",

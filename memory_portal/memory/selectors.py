@@ -17,6 +17,7 @@ from .actors import Actor
 from .errors import MemoryPortalError
 from .models import (
     Agent,
+    ApiToken,
     AuditEvent,
     Kind,
     MemorySetting,
@@ -699,6 +700,11 @@ class RunDetail:
     tool_totals: dict[str, int]
     scratchpad: list[ScratchpadItem]
     notes: QuerySet[Note]
+    tokens: list[ApiToken]  # a finished run's are all revoked
+
+    @property
+    def live_tokens(self) -> int:
+        return sum(1 for token in self.tokens if token.revoked_at is None)
 
 
 def run_detail(*, actor: Actor, project: Project, run_id: str) -> RunDetail:
@@ -717,7 +723,15 @@ def run_detail(*, actor: Actor, project: Project, run_id: str) -> RunDetail:
         .filter(origin_run_ref=run.pk)
         .order_by("-created_at", "-id")
     )
-    return RunDetail(run=run, tool_calls=calls, tool_totals=totals, scratchpad=items, notes=notes)
+    tokens = list(ApiToken.objects.filter(run=run).order_by("created_at", "id"))
+    return RunDetail(
+        run=run,
+        tool_calls=calls,
+        tool_totals=totals,
+        scratchpad=items,
+        notes=notes,
+        tokens=tokens,
+    )
 
 
 def recovery_in_project(*, actor: Actor, project: Project, recovery_id: str) -> Recovery:

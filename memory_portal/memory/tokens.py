@@ -11,7 +11,7 @@ import secrets
 from django.utils import timezone
 
 from .errors import MemoryPortalError
-from .models import ApiToken
+from .models import ApiToken, RunStatus
 
 TOKEN_PREFIX = "mp_"
 
@@ -46,6 +46,13 @@ def token_authenticate(raw: str | None) -> ApiToken:
     expected = token.secret_hash if token is not None else "0" * 64
     if not hmac.compare_digest(expected, hash_secret(secret)) or token is None:
         raise invalid
+    if token.run is not None and token.run.status != RunStatus.RUNNING:
+        # Checked before `revoked_at` (finishing a run revokes its tokens too) to say why.
+        raise MemoryPortalError(
+            "auth_invalid",
+            f"Run {token.run_id} has finished ({token.run.status}); its token no longer works.",
+            hint="Start a new run for new work; a finished run's token is revoked for good.",
+        )
     if token.revoked_at is not None:
         raise invalid
     if token.user is not None and not token.user.is_active:

@@ -153,6 +153,27 @@ def test_scratchpad(api, tokens):
     assert error_code(api.tool("scratchpad", tokens.agent, {"action": "done"})) == "memory_invalid"
 
 
+def test_scratchpad_list_pages_within_the_reply_ceiling(api, tokens, world):
+    texts = [f"item {i:03d} " + "x" * 990 for i in range(100)]
+    for text in texts:
+        assert (
+            api.tool("scratchpad", tokens.agent, {"action": "add", "text": text}).status_code == 200
+        )
+    seen, offset, pages = [], 0, 0
+    while offset is not None:
+        response = api.tool("scratchpad", tokens.agent, {"action": "list", "offset": offset})
+        assert response.status_code == 200 and len(response.content) <= 12_000
+        body = response.json()
+        assert body["items"], "every page but none holds something"
+        seen += [item["text"] for item in body["items"]]
+        offset, pages = body["nextOffset"], pages + 1
+    assert seen == texts and pages >= 9
+    small = api.tool("scratchpad", tokens.agent, {"action": "list", "limit": 3}).json()
+    assert len(small["items"]) == 3 and small["nextOffset"] == 3
+    wrong = api.tool("scratchpad", tokens.agent, {"action": "clear", "offset": 3})
+    assert wrong.status_code == 400 and error_code(wrong) == "memory_invalid"
+
+
 @pytest.mark.parametrize("field", ["project", "application", "run", "author", "trust", "extra"])
 def test_model_cannot_supply_bound_fields(api, tokens, field):
     response = api.tool("memory_write", tokens.agent, {**LESSON, field: "x"})
@@ -286,3 +307,6 @@ def test_remaining_refusal_codes_over_http(api, tokens, world, settings, case):
             services.note_veto(actor=world.as_member, note_id=note_id)
         response = api.tool("memory_write", tokens.agent2, LESSON)
     assert (response.status_code, error_code(response)) == expected
+    if case == "project_full":
+        hint = response.json()["error"]["hint"]
+        assert "forgotten" in hint and "reset" in hint and "Forget" not in hint

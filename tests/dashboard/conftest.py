@@ -49,8 +49,14 @@ def outsider_client(world):
 
 
 def write_note(world, content: str, **kwargs) -> Note:
-    """A learned note written by the runtime agent, as the tool path writes it."""
+    """A learned note written by the runtime agent, as the tool path writes it (in `step`, when
+    given, as the orchestrator reports it)."""
     kwargs.setdefault("kind", "fact")
+    step = kwargs.pop("step", None)
+    if step is not None and world.run.current_step != step:
+        world.run.current_step = services.run_update(
+            actor=None, run=world.run, step=step
+        ).current_step
     return services.note_write(actor=world.as_agent, content=content, **kwargs).note
 
 

@@ -463,3 +463,20 @@ def test_delete_run_needs_confirmation_and_a_manager(world, member_client, manag
     assert events("run.delete").get().target_ref == world.run.pk
     kept = Note.objects.get(pk=note.pk)
     assert kept.origin_run_ref == world.run.pk and kept.producer_status == "unknown"
+
+
+def test_edit_of_a_reviewed_note_is_offered_to_managers_only(
+    world, note, member_client, manager_client
+):
+    services.note_approve(actor=world.as_manager, note_id=note.pk)
+    page = reverse("dashboard:project", args=[SLUG])
+    edit_url = reverse("dashboard:note-edit", args=[SLUG, note.pk])
+    assert edit_url not in member_client.get(page).content.decode()
+    assert edit_url in manager_client.get(page).content.decode()
+    note_page = reverse("dashboard:note", args=[SLUG, note.pk])
+    assert edit_url not in member_client.get(note_page).content.decode()
+    refused = post(member_client, "note-edit", note.pk, data={"content": "Other"}, htmx=True)
+    assert toast(refused)["level"] == "error" and "manager" in toast(refused)["message"]
+    assert Note.objects.get(pk=note.pk).status == "active" and not events("note.edit").exists()
+    post(manager_client, "note-edit", note.pk, data={"content": "Deploys go out on Wednesdays"})
+    assert Note.objects.get(pk=note.pk).superseded_by.content == "Deploys go out on Wednesdays"

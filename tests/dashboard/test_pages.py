@@ -119,6 +119,15 @@ def test_projects_page_is_one_query_per_page_not_per_project(
 # --- Project memory -------------------------------------------------------------------------
 
 
+def test_the_cap_counter_says_forgotten_notes_count_until_a_reset(world, manager_client):
+    note = write_note(world, "Deploys need the VPN")
+    html = manager_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
+    assert "0 forgotten and 0 archived count too; only a reset frees space" in html
+    services.note_forget(actor=world.as_manager, note_id=note.id)
+    html = manager_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
+    assert "1 forgotten and 0 archived count too" in html
+
+
 def test_project_memory_shows_the_setting_card_and_the_columns(world, manager_client):
     note = write_note(world, "Deploys need the VPN", tags=["deploy"], step="plan")
     html = manager_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
@@ -345,6 +354,19 @@ def test_runs_and_run_page(world, manager_client, member_client):
     assert "Delete run" in page
     member_page = member_client.get(reverse("dashboard:run", args=[SLUG, world.run.pk])).content
     assert b"Delete run" not in member_page
+
+
+def test_run_page_shows_the_step_and_that_a_finished_runs_token_is_revoked(
+    world, manager_client
+):
+    services.token_create(actor=None, run=world.run)
+    url = reverse("dashboard:run", args=[SLUG, world.run.pk])
+    services.run_update(actor=None, run=world.run, step="implement")
+    page = manager_client.get(url).content.decode()
+    assert "Token live (1)" in page and "implement" in page and "Token revoked" not in page
+    services.run_update(actor=world.as_manager, run=world.run, status="succeeded")
+    page = manager_client.get(url).content.decode()
+    assert "Token revoked" in page and "the run has finished" in page
 
 
 def test_audit_log_filters_and_pages_without_counting(

@@ -140,9 +140,12 @@ def test_members_cannot_delete_runs(world):
 
 def test_run_status_changes_producer_status(world):
     note = services.note_write(actor=world.as_agent, kind="fact", content="A fact").note
-    services.run_finish(actor=world.as_manager, run=world.run, status="failed")
+    services.run_update(actor=world.as_manager, run=world.run, status="failed")
     assert Note.objects.get(pk=note.id).producer_status == "failed"
-    assert last_event(world.project, "run.status").details == {"status": "failed"}
+    assert last_event(world.project, "run.status").details == {
+        "status": "failed",
+        "tokens_revoked": 0,
+    }
 
 
 def test_nested_runs_share_the_top_level_run(world):

@@ -82,6 +82,21 @@ def test_merge_keeps_the_newest_duplicate(world):
     assert normalized("Deploy needs the VPN!") == "deploy needs the vpn"
 
 
+def test_merge_never_retires_a_reviewed_fact(world):
+    reviewed = fact(world, "Deploy needs the VPN")
+    services.note_approve(actor=world.as_manager, note_id=reviewed.id)
+    newer = fact(world, "Deploy needs the VPN.")
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert review.counts["merged"] == 1
+    reviewed.refresh_from_db()
+    newer.refresh_from_db()
+    assert reviewed.status == Status.ACTIVE, "the manager's decision stays"
+    assert newer.status == Status.ARCHIVED and newer.superseded_by_id == reviewed.id
+    other = fact(world, "The VPN is needed to deploy")
+    with refused("memory_trust_locked", world.project):
+        services.note_merge(actor=world.as_agent, note_id=reviewed.id, into_id=other.id)
+
+
 def test_expired_facts_are_renewed_or_archived(world):
     now = timezone.now()
     recalled = fact(world, "Recalled recently")

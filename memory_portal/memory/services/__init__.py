@@ -40,7 +40,7 @@ from .runs import (
     repository_link_set,
     run_create,
     run_delete,
-    run_finish,
+    run_update,
     token_create,
     token_revoke,
 )
@@ -92,7 +92,7 @@ __all__ = [
     "run_call_consume",
     "run_create",
     "run_delete",
-    "run_finish",
+    "run_update",
     "scratchpad_add",
     "scratchpad_clear",
     "scratchpad_done",

@@ -70,7 +70,7 @@ def _today() -> date:
 # --- The write protocol ---------------------------------------------------------------------
 
 
-def _provenance(actor: Actor, note: Note, *, step: str = "") -> None:
+def _provenance(actor: Actor, note: Note) -> None:
     if actor.is_agent:
         run = actor.run
         note.created_by_agent_id = run.agent_id
@@ -79,7 +79,7 @@ def _provenance(actor: Actor, note: Note, *, step: str = "") -> None:
         note.origin_run_ref = run.pk
         note.top_level_run_id = run.top_level_run_id
         note.task_key = run.task_key
-        note.step = step
+        note.step = run.current_step  # the step the orchestrator last reported
     else:
         note.created_by_user = actor.user
 
@@ -339,7 +339,6 @@ def note_write(
     day: date | None = None,
     evidence: dict | None = None,
     expires_at: datetime | None = None,
-    step: str = "",
 ) -> WriteResult:
     """`memory_write`: save a learned note in the caller's project (agents, by their run)."""
     if not actor.is_agent:
@@ -398,7 +397,7 @@ def note_write(
         note.evidence_path = verified.path
         note.evidence_commit = verified.commit
         note.evidence_quote = verified.quote
-    _provenance(actor, note, step=step)
+    _provenance(actor, note)
     return _insert(actor=actor, project=project, epoch=epoch, note=note)
 
 
@@ -895,6 +894,10 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
             raise MemoryPortalError("memory_day_append_only", "Day logs are not merged.")
         if old.status != Status.ACTIVE:
             raise MemoryPortalError("memory_supersede_archived", f"{old.pk} is not live.")
+        if old.trust != Trust.LEARNED and not _is_manager(actor, old.project):
+            raise MemoryPortalError(
+                "memory_trust_locked", f"{old.pk} is {old.trust}; only a manager retires it."
+            )
         now = timezone.now()
         old.status = Status.ARCHIVED
         old.archive_reason = REASON_SUPERSEDED

@@ -27,9 +27,10 @@ from ..models import (
     Trust,
 )
 from ..selectors import NOT_RECALLED, not_recalled_q, setting_get
+from ..validation import content_key_text
 from ._common import audit
 from .notes import fact_save, note_expire, note_merge, note_renew
-from .runs import run_create, run_finish
+from .runs import run_create, run_update
 
 DUE_HOUR_UTC = 4
 RENEW_FOR = timedelta(days=90)
@@ -197,7 +198,7 @@ def _finish(
     trigger, day = review.trigger, review.day
     agent = routine.agent
     review.error_code = error_code or ""
-    run_finish(actor=None, run=run, status=status)
+    run_update(actor=None, run=run, status=status)
     review.status = status
     review.counts = counts
     review.run_ref = run.pk
@@ -224,8 +225,9 @@ def _live_facts(agent: Agent, now: datetime):
 
 
 def normalized(text: str) -> str:
-    """Same fact, different spelling: case, spacing and trailing punctuation ignored."""
-    return " ".join(text.lower().split()).rstrip(".!;:, ")
+    """Same fact, different spelling: the content identity's normalisation (case, Unicode
+    forms, invisible characters, spacing), with trailing punctuation ignored too."""
+    return content_key_text(text).rstrip(".!;:, ")
 
 
 def _merge_duplicates(actor: Actor, agent: Agent, now: datetime) -> int:
@@ -238,8 +240,13 @@ def _merge_duplicates(actor: Actor, agent: Agent, now: datetime) -> int:
     for notes in groups.values():
         if len(notes) < 2:
             continue
-        keeper = notes[-1]  # ordered oldest first
-        for duplicate in notes[:-1]:
+        # The newest stays (ordered oldest first) — the newest a manager reviewed, if any:
+        # the routine acts for the agent and never retires a person's decision.
+        decided = [n for n in notes if n.trust != Trust.LEARNED]
+        keeper = (decided or notes)[-1]
+        for duplicate in notes:
+            if duplicate is keeper or duplicate.trust != Trust.LEARNED:
+                continue
             note_merge(actor=actor, note_id=duplicate.pk, into_id=keeper.pk)
             merged += 1
     return merged

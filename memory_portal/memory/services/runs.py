@@ -27,7 +27,10 @@ from ..models import (
     ScratchpadItem,
     Stage,
 )
+from ..validation import check_no_secret, reject_nul
 from ._common import audit, bump, lock_setting
+
+STEP_MAX = 100  # Note.step and Run.current_step
 
 
 def _require_superuser(actor: Actor, what: str) -> None:
@@ -241,23 +244,62 @@ def run_create(
     return run
 
 
-def run_finish(*, actor: Actor | None, run: Run, status: str) -> Run:
+def run_update(
+    *, actor: Actor | None, run: Run, status: str | None = None, step: str | None = None
+) -> Run:
+    """The orchestrator's report on a run: its status and / or the step it is in now (every
+    note the run writes from then on records that step). A run that leaves `running` has
+    finished: its tokens are revoked in the same transaction, so they stop working at once
+    (SPEC §2.3), and it cannot run again or change step; its final status may still be
+    corrected between succeeded and failed."""
     if actor is not None:
         require_manager(actor, run.project)
-    if status not in RunStatus.values:
+    if status is None and step is None:
+        raise invalid("status", "Send status, step or both.")
+    if status is not None and status not in RunStatus.values:
         raise invalid("status", "status must be running, succeeded or failed.")
+    if step is not None:
+        if not isinstance(step, str) or len(step) > STEP_MAX or "\n" in step:
+            raise invalid("step", f"step is one line of at most {STEP_MAX} characters.")
+        step = reject_nul("step", step).strip()
+        check_no_secret(step=step)
     with transaction.atomic():
         setting = lock_setting(run.project)
-        run.status = status
-        run.finished_at = None if status == RunStatus.RUNNING else timezone.now()
-        run.save(update_fields=["status", "finished_at"])
-        bump(setting)  # producer status is visible on every note the run wrote
+        run = Run.objects.select_for_update().select_related("project").get(pk=run.pk)
+        if run.status != RunStatus.RUNNING and (
+            status == RunStatus.RUNNING or (step is not None and step != run.current_step)
+        ):
+            raise invalid(
+                "status" if status == RunStatus.RUNNING else "step",
+                f"Run {run.pk} has finished ({run.status}); a finished run does not run again.",
+                hint="Start a new run (POST …/runs) for new work.",
+            )
+        now = timezone.now()
+        changed: list[str] = []
+        details: dict = {}
+        if step is not None and step != run.current_step:
+            run.current_step = step
+            changed.append("current_step")
+            details["step"] = step
+        if status is not None and status != run.status:
+            run.status = status
+            run.finished_at = now
+            changed += ["status", "finished_at"]
+            details["status"] = status
+            details["tokens_revoked"] = ApiToken.objects.filter(
+                run=run, revoked_at__isnull=True
+            ).update(revoked_at=now)
+        if not changed:
+            return run
+        run.save(update_fields=changed)
+        if "status" in details:
+            bump(setting)  # producer status is visible on every note the run wrote
         audit(
             actor=actor,
-            action="run.status",
+            action="run.status" if "status" in details else "run.step",
             project=run.project,
             target=run.pk,
-            details={"status": status},
+            details=details,
         )
     return run
 
@@ -306,6 +348,12 @@ def token_create(
                 raise MemoryPortalError("memory_forbidden", "Mint tokens for yourself only.")
     if user is not None and not isinstance(user, get_user_model()):
         raise ValueError("user must be a user")
+    if run is not None and run.status != RunStatus.RUNNING:
+        raise invalid(
+            "runId",
+            f"Run {run.pk} has finished ({run.status}); its tokens are revoked for good.",
+            hint="Start a new run for new work.",
+        )
     plaintext, prefix, secret_hash = tokens.generate()
     with transaction.atomic():
         token = ApiToken.objects.create(

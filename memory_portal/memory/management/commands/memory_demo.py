@@ -1610,6 +1610,10 @@ class DemoLoader:
         if scope == Scope.APPLICATION:
             tags.append(run.application.slug)
         self.at(when)
+        # The orchestrator reports the step before the agent writes in it.
+        step = rng.choice(STEPS)
+        if run.current_step != step:
+            run.current_step = services.run_update(actor=None, run=run, step=step).current_step
         result = services.note_write(
             actor=Actor.agent_run(run),
             kind=text.kind,
@@ -1621,7 +1625,6 @@ class DemoLoader:
             day=when.date() if daily else None,
             evidence=evidence,
             expires_at=expires_at,
-            step=rng.choice(STEPS),
         )
         self.trace(run, "write", when)
         if not result.created:
@@ -1997,7 +2000,7 @@ class DemoLoader:
             end = self.clamp(end + timedelta(minutes=self.rng.randint(3, 15)))
             self.run_times[run.pk][1] = end
             self.at(end)
-            services.run_finish(actor=None, run=run, status=status)
+            services.run_update(actor=None, run=run, status=status)
 
     def finish_legacy(self, state: ProjectState) -> None:
         """Re-pin the link to the second commit (evidence goes stale), re-verify one note whose

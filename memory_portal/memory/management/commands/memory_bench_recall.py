@@ -27,7 +27,7 @@ from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import Kind, MemorySetting, Note, Scope, Stage, Target
 from memory_portal.memory.recall_eval import default_dataset_path, load_dataset
-from memory_portal.memory.validation import note_identity
+from memory_portal.memory.validation import stamp_identity
 
 SLUG_PREFIX = "bench-recall-"
 
@@ -80,7 +80,7 @@ class Command(BaseCommand):
             if keep:
                 self.stdout.write(f"kept project {project.slug}")
             else:
-                services.project_delete(actor=None, project=project)
+                services.project_delete(actor=None, project=project, confirm=project.slug)
 
     def _fill(self, project, agent, texts: list[str], n: int) -> None:
         now = timezone.now()
@@ -101,7 +101,7 @@ class Command(BaseCommand):
                 created_by_agent_id=agent.pk,
                 created_by_stage=agent.stage,
             )
-            note.content_hash = note_identity(note)
+            stamp_identity(note)
             notes.append(note)
         Note.objects.bulk_create(notes, batch_size=500)
 

@@ -48,7 +48,7 @@ from memory_portal.memory.models import (
     Run,
     Stage,
 )
-from memory_portal.memory.validation import content_identity
+from memory_portal.memory.validation import content_identity, content_key
 
 SLUG_PREFIX = "bench-"
 WRITES_PER_RUN = 100  # below the default per-run quota of 128: each thread switches runs
@@ -63,9 +63,10 @@ RAW_INSERT = (
     "INSERT INTO project_memory_entry (id, project_id, scope, kind, target, content, summary,"
     " tags_text, trust, status, archive_reason, created_by_agent_id, created_by_stage,"
     " origin_run_id, origin_run_ref, top_level_run_id, step, task_key, evidence_path,"
-    " evidence_commit, evidence_quote, recall_count, content_hash, created_at, updated_at)"
+    " evidence_commit, evidence_quote, recall_count, content_hash, content_key, created_at,"
+    " updated_at)"
     " VALUES (%s, %s, 'project', 'fact', 'long_term', %s, '', '', 'learned', 'active', '',"
-    " %s, %s, %s, %s, %s, '', %s, '', '', '', 0, %s, %s, %s)"
+    " %s, %s, %s, %s, %s, '', %s, '', '', '', 0, %s, %s, %s, %s)"
 )
 RAW_BUMP = (
     "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
@@ -76,7 +77,7 @@ RAW_BUMP = (
 RAW8_READ = "SELECT id, enabled, revocation_epoch FROM project_memory_setting WHERE project_id = %s"
 RAW8_IDENTITY = (
     "SELECT id, status, trust, archive_reason FROM project_memory_entry"
-    " WHERE project_id = %s AND content_hash = %s"
+    " WHERE project_id = %s AND (content_hash = %s OR content_key = %s)"
 )
 RAW8_RUN_COUNT = (
     "SELECT count(*) FROM project_memory_entry WHERE project_id = %s AND top_level_run_id = %s"
@@ -429,6 +430,7 @@ class Command(BaseCommand):
                 owner_agent_id=None,
                 content=content,
             )
+            key = content_key(content)
             note_id = new_note_id()
             now = timezone.now()
             with pg.cursor() as cur:
@@ -442,7 +444,7 @@ class Command(BaseCommand):
                     if not enabled or (full and locked_epoch != epoch):
                         raise CommandError("raw write refused: memory off or revoked")
                     if full:
-                        cur.execute(RAW8_IDENTITY, [project_id, digest])
+                        cur.execute(RAW8_IDENTITY, [project_id, digest, key])
                         if cur.fetchall():
                             raise CommandError("raw write refused: identical note exists")
                     cur.execute(RAW_COUNT, [project_id])
@@ -465,6 +467,7 @@ class Command(BaseCommand):
                             run.top_level_run_id,
                             run.task_key,
                             digest,
+                            key,
                             now,
                             now,
                         ],

@@ -82,6 +82,101 @@ _OPENAI_KEY = (
     r"(?![a-z0-9]*-[a-z0-9-]*(?![\w-]))(?=[\w-]*\d)[\w-]{20,}+"
 )
 
+# AWS access key ids. AWS reserves AKIAIOSFODNN7EXAMPLE for its documentation: notes quoting
+# the docs are common, and a real key id ending in EXAMPLE is vanishingly unlikely.
+_AWS_KEY_ID = r"(?:AKIA|ASIA|ABIA|ACCA)(?![0-9A-Z]{9}EXAMPLE(?![0-9A-Z]))[0-9A-Z]{16}\b"
+
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"
+
+# --- Signed URLs -------------------------------------------------------------------------------
+# Whoever holds a signed URL holds the object until it expires, so the signature (and the key
+# id or session token next to it) is the secret; parameter names and `<signature>` are docs.
+
+_AWS_PRESIGNED_URL = (
+    r"(?<![\w-])(?i:x-amz-)(?:"
+    r"(?i:signature)=(?P<secret>[0-9a-fA-F]{64})(?![0-9a-fA-F])"
+    rf"|(?i:credential)=(?P<secret2>{_AWS_KEY_ID})"
+    rf"|(?i:security-token)=(?!(?i:{_URL_PLACEHOLDER}))(?P<secret3>[\w%/+=-]{{16,}}+)"
+    r")"
+)
+
+# Signature-v2 style `Signature=` (S3 and GCS v2 signing, CloudFront): base64, often
+# percent-encoded or in CloudFront's URL-safe alphabet.
+_SIGNED_URL = (
+    rf"(?<![\w.-])Signature=(?!(?i:{_URL_PLACEHOLDER}))(?P<secret>[\w%+/~-]{{20,}}+={{0,2}})"
+)
+
+# --- Container and package registries ----------------------------------------------------------
+# docker / podman `config.json` store base64("user:password") as `{"auth": "…"}`; Kubernetes
+# keeps the whole file base64-encoded (`.dockerconfigjson`, which starts `{"auths":` →
+# `eyJhdXRocyI6`); `.npmrc` has the same base64 pair as `_auth=`.
+_REGISTRY_AUTH = (
+    r"\{\s*+\"auth\"\s*+:\s*+\""
+    rf"(?!(?i:(?:{_WORDS}|{_MASK}){_TERM}))(?P<secret>[A-Za-z0-9+/]{{12,}}+={{0,2}})\""
+    r"|\beyJhdXRocyI6[A-Za-z0-9+/]{16,}+={0,2}"
+    r"|(?<![\w-])_auth[ \t]*+=[ \t]*+(?P<secret2>[A-Za-z0-9+/]{12,}+={0,2})"
+)
+
+# --- Passwords on command lines ----------------------------------------------------------------
+# Tools that take the password as an argument. Each command is followed by at most 30 plain
+# arguments (possessive, so a long line costs one pass) before its password flag; a flag that
+# only makes the tool prompt (`mysql -p`, `ldapsearch -W`) or reads a file, stdin or an
+# environment variable is not matched.
+
+_VALUE_END = r"""[^\s"'`;|&<>]"""
+
+
+def _flag_value(group: str, *, min_len: int = 1, prose: bool = False) -> str:
+    """A flag's value, quoted or bare, that is not a reference or placeholder. With `prose`,
+    also not a variable name nor a lowercase word: `--token together with --user` is a
+    sentence, and the space-separated long flags are where prose shows up."""
+    ref = rf"(?!(?i:{_PLACEHOLDER}))"
+    guard = rf"(?![a-z]++(?!{_VALUE_END}))(?!(?i:{_CODE}))" if prose else ""
+    return (
+        rf"(?P<{group}>\"{ref}[^\"\n]{{{min_len},}}+\""
+        rf"|'{ref}[^'\n]{{{min_len},}}+'"
+        rf"|{ref}{guard}(?![-\"']){_VALUE_END}{{{min_len},}}+)"
+    )
+
+
+def _after_args(flag: str) -> str:
+    return rf"(?:[ \t]++(?!{flag})[^\s|;&<>]++){{0,30}}+[ \t]++"
+
+
+_CLI_PASSWORD = "|".join(
+    (
+        # `--password S3cret`, `--db-password …`, `--api-token …`, keytool's `-storepass …`;
+        # the `--password=…` form is a credential assignment.
+        r"(?<![\w-])--?(?:\w++-){0,4}?"
+        r"(?i:password|passwd|pwd|passphrase|token|api-?key|secret-key|client-secret"
+        r"|storepass|keypass)[ \t]++" + _flag_value("secret", min_len=6, prose=True),
+        # mysql and friends: `-pS3cret` (attached; a bare `-p` prompts).
+        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlpump|mysqlslap"
+        r"|mariadb|mariadb-dump|mariadb-admin)(?![\w-])"
+        + _after_args("-p")
+        + "-p"
+        + _flag_value("secret2"),
+        r"\bsshpass(?![\w-])" + _after_args("-p") + r"-p[ \t]*+" + _flag_value("secret3"),
+        r"(?<![\w-])SSHPASS[ \t]*+=[ \t]*+" + _flag_value("secret4"),
+        r"\b(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]++registry)[ \t]++login"
+        r"(?![\w-])" + _after_args("-p") + r"-p[ \t]++" + _flag_value("secret5"),
+        r"\bcurl(?![\w-])"
+        + _after_args("-u|--user")
+        + r"(?:-u[ \t]*+|--user[ \t]++)[\"']?[^\s:\"'$]{1,100}+:"
+        + rf"(?!(?i:{_PLACEHOLDER}))(?P<secret6>[^\s\"'@]{{3,}}+)",
+        r"\bredis-cli(?![\w-])"
+        + _after_args("-a|--pass")
+        + r"(?:-a|--pass)[ \t]++"
+        + _flag_value("secret7"),
+        # openssl `-passin pass:…` / `-passout pass:…` (`env:` and `file:` are references).
+        r"(?<![\w-])-pass(?:in|out)?[ \t]++pass:" + _flag_value("secret8"),
+        r"\bldap(?:search|modify|add|delete|passwd|whoami|compare|modrdn|exop)(?![\w-])"
+        + _after_args("-w")
+        + r"-w[ \t]++"
+        + _flag_value("secret9"),
+    )
+)
+
 RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, flags))
     for name, pattern, flags in (
@@ -101,7 +196,21 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"(?!{_URL_PLACEHOLDER})(?P<secret>[^\s/?#@]{{1,200}})@[^\s/?#@]",
             re.IGNORECASE,
         ),
-        ("aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", 0),
+        ("aws_presigned_url", _AWS_PRESIGNED_URL, 0),
+        (
+            "gcs_signed_url",
+            r"(?<![\w-])(?i:x-goog-signature)=(?P<secret>[0-9a-fA-F]{64,}+)",
+            0,
+        ),
+        (
+            "azure_sas_token",
+            # The HMAC-SHA256 of a shared access signature: 43 base64 characters and a padding
+            # `=` (often percent-encoded).
+            r"(?<![\w.-])sig=(?P<secret>[A-Za-z0-9%+/]{30,}+={0,2})",
+            0,
+        ),
+        ("signed_url", _SIGNED_URL, 0),
+        ("aws_access_key", rf"\b{_AWS_KEY_ID}", 0),
         (
             "aws_secret_key",
             r"\baws_?secret(?:_?access)?_?key[\"']?[ \t]*(?:=>|[:=])[ \t]*[\"']?"
@@ -126,10 +235,37 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             0,
         ),
         ("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}+", 0),
-        ("slack_token", r"\b(?:xox[baprs]|xapp)-[A-Za-z0-9-]{10,}+", 0),
+        ("slack_token", r"\b(?:xox[baprse]|xapp)-[A-Za-z0-9-]{10,}+", 0),
         (
             "slack_webhook",
-            r"\bhooks\.slack\.com/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,}",
+            # Slack's documentation uses an all-X secret (`…/B00000000/XXXXXXXX…`).
+            r"\bhooks\.slack\.com/(?:services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/"
+            r"(?!X{16,}+(?![A-Za-z0-9]))[A-Za-z0-9]{16,}"
+            r"|(?:workflows|triggers)/T[A-Z0-9]{6,}+/(?:A[A-Z0-9]{6,}+/)?[0-9]{6,}+/"
+            r"[A-Za-z0-9]{16,})",
+            0,
+        ),
+        (
+            "discord_token",
+            # base64(user id) . base64(timestamp) . HMAC; user ids start with a digit (M, N, O).
+            r"(?<![\w-])[MNO][\w-]{23,27}\.[\w-]{6,7}\.[\w-]{27,40}(?![\w-])",
+            0,
+        ),
+        (
+            "discord_webhook",
+            r"\bdiscord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<secret>[\w-]{60,68})(?![\w-])",
+            0,
+        ),
+        (
+            "telegram_bot_token",
+            # `<bot id>:<35 characters starting with A>`, also inside `api.telegram.org/bot…`.
+            r"(?<![\w:])(?:bot)?(?P<secret>[0-9]{5,16}:A[\w-]{34})(?![\w-])",
+            0,
+        ),
+        (
+            "teams_webhook",
+            r"(?:\.webhook\.office\.com/webhookb2|\boutlook\.office(?:365)?\.com/webhook)"
+            rf"/{_UUID}@{_UUID}/IncomingWebhook/(?P<secret>[0-9a-f]{{32}})/",
             0,
         ),
         ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}+", 0),
@@ -138,6 +274,36 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
         # This project's own API tokens (tokens.py: `mp_<12 hex>_<token_urlsafe(32)>`).
         ("memory_portal_token", r"\bmp_[0-9a-f]{12}_[\w-]{40,}+", 0),
+        ("sendgrid_key", r"\bSG\.[\w-]{22}\.[\w-]{43}(?![\w-])", 0),
+        (
+            "mailgun_key",
+            r"(?<![\w-])(?:key-[0-9a-z]{32}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})(?![\w-])",
+            0,
+        ),
+        (
+            "mailchimp_key",
+            # Marketing API keys end with their datacenter; Mandrill (Transactional) keys
+            # start with `md-`.
+            r"(?<![\w-])(?:[0-9a-f]{32}-us[0-9]{1,2}"
+            r"|md-(?=[\w-]{0,21}[0-9])(?=[\w-]{0,21}[A-Z])[\w-]{22})(?![\w-])",
+            0,
+        ),
+        ("brevo_key", r"\bx(?:keysib|smtpsib)-[0-9a-f]{64}-[A-Za-z0-9]{16}\b", 0),
+        (
+            "resend_key",
+            r"(?<![\w-])re_(?=\w{0,40}?[0-9])[A-Za-z0-9]{6,12}_[A-Za-z0-9]{20,32}(?![\w-])",
+            0,
+        ),
+        (
+            "postmark_token",
+            # Postmark server and account tokens are UUIDs: only a Postmark context tells them
+            # from any other id.
+            r"(?i:postmark)(?:[\w.-]{0,40}?(?i:token|key)[\"']?[ \t]*(?:=>|[:=])[ \t]*[\"']?"
+            r"|\w{0,40}+(?:\.\w{1,40}+)?\([ \t]*(?:\w{1,40}+[ \t]*=[ \t]*)?[\"'])"
+            rf"(?P<secret>{_UUID})",
+            0,
+        ),
+        ("registry_auth", _REGISTRY_AUTH, 0),
         (
             "jwt",
             r"\beyJ[\w-]{10,}+\.[\w-]{10,}+\.[\w-]{10,}+",
@@ -152,6 +318,16 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             rf"(?!{_URL_PLACEHOLDER})(?P<secret2>[\w.~+/=-]{{20,}}+)",
             re.IGNORECASE,
         ),
+        (
+            "netrc_credentials",
+            # `machine <host> login <user> password <secret>`, on one line or several. The host
+            # must look like one, so "the machine learning login page" stays prose.
+            r"(?<![\w-])machine[ \t]++(?:[\w-]++\.[\w.-]++|localhost)"
+            r"(?:\s++(?:login|account|port)[ \t]++\S++){0,3}+\s++password[ \t]++"
+            rf"(?!(?i:{_PLACEHOLDER}))(?P<secret>\S{{4,}}+)",
+            0,
+        ),
+        ("cli_password", _CLI_PASSWORD, 0),
         ("credential_assignment", _CREDENTIAL_ASSIGNMENT, re.IGNORECASE),
     )
 )

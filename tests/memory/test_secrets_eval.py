@@ -1,0 +1,89 @@
+"""`memory_secrets_eval` (docs/SECRETS.md): the scanner's floor on the labelled corpus, and the
+comparison with detect-secrets printed by the command."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memory_portal.memory import secrets_eval
+from memory_portal.memory.secrets_eval import load_corpus
+
+ROW = re.compile(
+    r"^(?P<name>Memory Portal|detect-secrets \S+) +(?P<detected>\d+)/(?P<secrets>\d+) +"
+    r"(?P<detection>[\d.]+)% +(?P<flagged>\d+)/(?P<harmless>\d+) +(?P<fp_rate>[\d.]+)%$",
+    re.MULTILINE,
+)
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command("memory_secrets_eval", *args, stdout=out)
+    return out.getvalue()
+
+
+def rows(output: str) -> dict[str, dict[str, int]]:
+    return {
+        "ours" if m["name"] == "Memory Portal" else "detect-secrets": {
+            key: int(m[key]) for key in ("detected", "secrets", "flagged", "harmless")
+        }
+        for m in ROW.finditer(output)
+    }
+
+
+def test_the_corpus_is_large_and_consistent():
+    corpus = load_corpus()
+    assert len(corpus["SECRETS"]) >= 80
+    assert len(corpus["HARMLESS"]) >= 80
+    assert all(entry["secret"] in entry["text"] for entry in corpus["SECRETS"])
+
+
+def test_command_prints_the_floor_for_our_scanner():
+    output = run()
+    ours = rows(output)["ours"]
+    corpus = load_corpus()
+    assert ours["secrets"] == len(corpus["SECRETS"])
+    assert ours["harmless"] == len(corpus["HARMLESS"])
+    assert ours["detected"] == ours["secrets"], output  # 100 % detection
+    assert ours["flagged"] == 0, output  # no false positive
+    assert f"{ours['secrets']}/{ours['secrets']} refusals name the rule" in output
+
+
+def test_our_scanner_beats_detect_secrets():
+    pytest.importorskip("detect_secrets")
+    output = run()
+    figures = rows(output)
+    ours, theirs = figures["ours"], figures["detect-secrets"]
+    assert theirs["secrets"] == ours["secrets"] and theirs["harmless"] == ours["harmless"]
+    assert ours["detected"] > theirs["detected"], output
+    assert ours["flagged"] <= theirs["flagged"], output
+
+
+def test_verbose_lists_misses_and_false_positives_by_entry():
+    pytest.importorskip("detect_secrets")
+    output = run("--verbose")
+    assert re.search(r"^detect-secrets \S+ missed \d+:$", output, re.MULTILINE)
+    assert "  - mysql-attached-p" in output  # a command-line password it does not know
+    assert re.search(r"^detect-secrets \S+ flagged \d+ harmless texts:$", output, re.MULTILINE)
+    assert "  ! aws-doc-example-key-id (AWS Access Key)" in output
+
+
+def test_without_detect_secrets_our_figures_are_still_printed(monkeypatch):
+    monkeypatch.setattr(secrets_eval, "load_detect_secrets", lambda: None)
+    output = run()
+    assert "detect-secrets is not installed" in output
+    assert set(rows(output)) == {"ours"}
+
+
+def test_a_corpus_that_cannot_be_loaded_is_a_command_error(tmp_path):
+    with pytest.raises(CommandError, match="cannot load the corpus"):
+        run("--corpus", str(tmp_path / "missing.py"))
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        'SECRETS = [{"id": "a", "text": "x", "rule": "jwt", "secret": "y"}]\nHARMLESS = []\n'
+    )
+    with pytest.raises(CommandError, match="not part of its text"):
+        run("--corpus", str(bad))

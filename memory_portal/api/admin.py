@@ -194,6 +194,53 @@ def application_create(request, project_id: str, body: s.ApplicationIn):
     return Status(201, {"id": application.slug})
 
 
+# Deletes are irreversible, so they take the id a second time (`?confirm=`): a mistyped URL or
+# a generated request does not delete anything.
+CONFIRM_PROJECT = "The project id again, to confirm the delete."
+CONFIRM_APPLICATION = "The application id again, to confirm the delete."
+
+
+def _camel(counts: dict) -> dict:
+    return {
+        "".join(w if i == 0 else w.title() for i, w in enumerate(key.split("_"))): value
+        for key, value in counts.items()
+    }
+
+
+@router.delete("/projects/{project_id}", response=responses({200: s.ProjectDeleteOut}))
+def project_delete(
+    request, project_id: str, confirm: str = Query(..., description=CONFIRM_PROJECT)
+):
+    """Delete the project and everything in it — notes, recovery records, scratchpads,
+    applications, agents, runs and their tokens, memberships. Administrators only;
+    irreversible. The audit event outlives it. (`DELETE …/memory` is the reset, which keeps
+    the project.)"""
+    actor, project = _project(request, project_id)
+    counts = services.project_delete(actor=actor, project=project, confirm=confirm)
+    return {"projectId": project_id, **_camel(counts)}
+
+
+@router.delete(
+    "/projects/{project_id}/applications/{application_id}",
+    response=responses({200: s.ApplicationDeleteOut}),
+)
+def application_delete(
+    request,
+    project_id: str,
+    application_id: str,
+    confirm: str = Query(..., description=CONFIRM_APPLICATION),
+):
+    """Delete an application (managers): the notes scoped to it, their recovery records and
+    its repository links go; its agents and runs are detached and stay, with their private
+    facts."""
+    actor, project = _project(request, project_id)
+    application = selectors.application_in_project(
+        actor=actor, project=project, slug=application_id
+    )
+    counts = services.application_delete(actor=actor, application=application, confirm=confirm)
+    return {"projectId": project.slug, "applicationId": application_id, **_camel(counts)}
+
+
 @router.post("/repositories", response=responses({201: s.IdOut}))
 def repository_create(request, body: s.RepositoryIn):
     actor = person(request)

@@ -445,6 +445,47 @@ class NoteStateOut(Schema):
     archiveReason: str | None
 
 
+class NotesByStatusOut(Schema):
+    active: int
+    archived: int
+    forgotten: int
+
+
+class ApplicationDeleteOut(Schema):
+    """What deleting an application removed (the notes scoped to it, their recovery records,
+    its repository links) and what it detached (its agents and runs stay in the project, with
+    no application, and so do their private facts)."""
+
+    projectId: str
+    applicationId: str
+    notes: int
+    notesByStatus: NotesByStatusOut
+    recoveries: int
+    repositoryLinks: int
+    agentsDetached: int
+    runsDetached: int
+
+
+class ProjectDeleteOut(Schema):
+    """Everything deleting a project removed, counted row by row. Its audit events stay."""
+
+    projectId: str
+    notes: int
+    notesByStatus: NotesByStatusOut
+    recoveries: int
+    scratchpadItems: int
+    applications: int
+    repositoryLinks: int
+    agents: int
+    runs: int
+    tokens: int
+    memberships: int
+    reviewRoutines: int
+    reviewRuns: int
+    toolCallCounts: int
+    startRecalls: int
+
+
 class ErrorBody(Schema):
     code: str
     message: str

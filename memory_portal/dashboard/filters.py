@@ -150,6 +150,8 @@ KNOWN_ACTIONS = [
     "scratchpad.clear",
     "agent.create",
     "application.create",
+    "application.delete",
+    "project.delete",
     "repository.link",
     "membership.set",
     "token.create",

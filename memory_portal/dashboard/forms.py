@@ -64,6 +64,18 @@ class ResetForm(forms.Form):
         return value
 
 
+class TypedDeleteForm(forms.Form):
+    """Deleting a project or an application: the person types its id; the service compares it
+    (the same rule for the API and the command)."""
+
+    confirm = forms.CharField(
+        label="Type the id to confirm",
+        strip=True,
+        max_length=64,
+        error_messages={"required": "Type the id to confirm the delete; nothing was deleted."},
+    )
+
+
 class ArchiveForm(forms.Form):
     reason = forms.CharField(strip=True)
 

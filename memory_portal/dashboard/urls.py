@@ -16,6 +16,13 @@ urlpatterns = [
     path(P + "memory/enable/", views.memory_enable, name="memory-enable"),
     path(P + "memory/disable/", views.memory_disable, name="memory-disable"),
     path(P + "memory/reset/", views.memory_reset, name="memory-reset"),
+    path(P + "settings/", views.project_settings, name="settings"),
+    path(P + "delete/", views.project_delete, name="project-delete"),
+    path(
+        P + "applications/<slug:app_slug>/delete/",
+        views.application_delete,
+        name="application-delete",
+    ),
     path(P + "notes/bulk/", views.notes_bulk, name="notes-bulk"),
     path(NOTE, views.note_detail, name="note"),
     path(NOTE + "approve/", views.note_approve, name="note-approve"),

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from memory_portal.memory import recall, selectors, services
+from memory_portal.memory.access import is_administrator
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Note
@@ -36,6 +37,7 @@ from .forms import (
     LiftForm,
     ResetForm,
     ThrottledAuthenticationForm,
+    TypedDeleteForm,
 )
 from .tables import PER_PAGE_CHOICES, AuditTable, NoteTable, RunTable, paginate
 
@@ -426,6 +428,22 @@ def run_detail(request, slug, run_id):
 
 @require_GET
 @person_view
+def project_settings(request, slug):
+    """The project's applications (managers delete one here) and, for administrators, the
+    project's own delete in its danger zone."""
+    access = _access(request, slug)
+    actor = _actor(request)
+    context = {
+        **_project_context(access),
+        "applications": selectors.applications_overview(actor=actor, project=access.project),
+        "can_delete_project": is_administrator(actor),
+        "tab": "settings",
+    }
+    return render(request, "dashboard/project_settings.html", context)
+
+
+@require_GET
+@person_view
 def audit(request):
     actor = _actor(request)
     slug = request.GET.get("project")
@@ -709,6 +727,74 @@ def memory_reset(request, slug):
     if request.htmx:
         return HttpResponseClientRedirect(response.url)
     return response
+
+
+# --- Deleting applications and projects (typed confirmation, as the reset) ---------------------
+
+
+def _typed_delete(request, *, delete, refused_to: str, done_to: str, message) -> HttpResponse:
+    """A delete behind the typed id: the form checks only that something was typed; the
+    service authorises, compares the id and deletes. Plain POST, then a redirect (over htmx,
+    a client redirect); a refusal comes back as a message."""
+    form = TypedDeleteForm(request.POST)
+    to = refused_to
+    if not form.is_valid():
+        messages.error(request, form.errors["confirm"][0])
+    else:
+        try:
+            counts = delete(form.cleaned_data["confirm"])
+        except MemoryPortalError as err:
+            messages.error(request, f"{err.message} {err.hint}")
+        else:
+            messages.success(request, message(counts))
+            to = done_to
+    return HttpResponseClientRedirect(to) if request.htmx else redirect(to)
+
+
+@require_POST
+@person_view
+def application_delete(request, slug, app_slug):
+    access = _access(request, slug)
+    actor = _actor(request)
+    application = selectors.application_in_project(
+        actor=actor, project=access.project, slug=app_slug
+    )
+    return _typed_delete(
+        request,
+        delete=lambda typed: services.application_delete(
+            actor=actor, application=application, confirm=typed
+        ),
+        refused_to=reverse("dashboard:settings", args=[slug]),
+        done_to=reverse("dashboard:project", args=[slug]),
+        message=lambda counts: (
+            f"Deleted application {app_slug}: {counts['notes']} notes scoped to it, "
+            f"{counts['recoveries']} recovery records and {counts['repository_links']} "
+            f"repository links. {counts['agents_detached']} agents and "
+            f"{counts['runs_detached']} runs were detached; they and their private facts stay "
+            "in the project."
+        ),
+    )
+
+
+@require_POST
+@person_view
+def project_delete(request, slug):
+    access = _access(request, slug)
+    actor = _actor(request)
+    return _typed_delete(
+        request,
+        delete=lambda typed: services.project_delete(
+            actor=actor, project=access.project, confirm=typed
+        ),
+        refused_to=reverse("dashboard:settings", args=[slug]),
+        done_to=reverse("dashboard:projects"),
+        message=lambda counts: (
+            f"Deleted project {slug}: {counts['notes']} notes, {counts['recoveries']} recovery "
+            f"records, {counts['scratchpad_items']} scratchpad items, "
+            f"{counts['applications']} applications, {counts['agents']} agents and "
+            f"{counts['runs']} runs. Its audit events stay."
+        ),
+    )
 
 
 # --- Agents, day logs, runs -----------------------------------------------------------------

@@ -27,6 +27,20 @@ def project_not_found(project_ref: str) -> MemoryPortalError:
     )
 
 
+def application_not_found(project: Project, slug: str) -> MemoryPortalError:
+    return MemoryPortalError(
+        "not_found",
+        f"No application {slug} in {project.slug}.",
+        hint="Check the application id.",
+    )
+
+
+def is_administrator(actor: Actor) -> bool:
+    """Superusers administer the portal itself: they create and delete projects and register
+    repositories."""
+    return actor.is_person and actor.user.is_superuser
+
+
 def require_member(actor: Actor, project: Project) -> str:
     """A person must be a member (non-members learn nothing: not found); an agent must belong
     to the project. Returns the person's role, or "agent"."""

@@ -18,6 +18,7 @@ from .errors import MemoryPortalError
 from .models import (
     Agent,
     ApiToken,
+    Application,
     AuditEvent,
     Kind,
     MemorySetting,
@@ -452,6 +453,10 @@ class ProjectAccess:
     def can_delete_runs(self) -> bool:
         return self.is_manager
 
+    @property
+    def can_delete_applications(self) -> bool:
+        return self.is_manager
+
 
 def project_access(*, actor: Actor, slug: str) -> ProjectAccess:
     """The project by slug for a member (anyone else: `not_found`, never a hint it exists)."""
@@ -654,6 +659,47 @@ def agents_overview(*, actor: Actor, project: Project) -> QuerySet[Agent]:
         )
         .order_by("name", "id")
     )
+
+
+def applications_overview(*, actor: Actor, project: Project) -> QuerySet[Application]:
+    """The project's applications with what deleting one touches: the notes scoped to it and
+    its repository links (removed), its agents and runs (detached). One query."""
+    from django.db.models import Subquery
+    from django.db.models.functions import Coalesce
+
+    require_member(actor, project)
+
+    def per_application(model):
+        rows = (
+            model.objects.filter(application=OuterRef("pk"))
+            .order_by()
+            .values("application")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        return Coalesce(Subquery(rows), 0)
+
+    return (
+        Application.objects.filter(project=project)
+        .annotate(
+            note_count=per_application(Note),
+            agent_count=per_application(Agent),
+            run_count=per_application(Run),
+            link_count=per_application(RepositoryLink),
+        )
+        .order_by("slug")
+    )
+
+
+def application_in_project(*, actor: Actor, project: Project, slug: str) -> Application:
+    """One application of a project the person is a member of (else `not_found`)."""
+    require_member(actor, project)
+    application = Application.objects.filter(project=project, slug=slug).first()
+    if application is None:
+        from .access import application_not_found
+
+        raise application_not_found(project, slug)
+    return application
 
 
 def agent_in_project(*, actor: Actor, project: Project, agent_id: str) -> Agent:

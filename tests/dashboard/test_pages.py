@@ -24,6 +24,7 @@ def project_pages(world, note, recovery_note=None):
         "agent": reverse("dashboard:agent", args=[SLUG, world.agent.pk]),
         "runs": reverse("dashboard:runs", args=[SLUG]),
         "run": reverse("dashboard:run", args=[SLUG, world.run.pk]),
+        "settings": reverse("dashboard:settings", args=[SLUG]),
     }
 
 

@@ -36,6 +36,8 @@ def post_urls(world, note, recovery):
         (reverse("dashboard:agent-fact", args=[SLUG, world.agent.pk]), {"text": "a fact"}),
         (reverse("dashboard:lift", args=[SLUG]), {"note": note.pk, "line": 0}),
         (reverse("dashboard:run-delete", args=[SLUG, world.run.pk]), {"confirm": "on"}),
+        (reverse("dashboard:application-delete", args=[SLUG, "storefront"]), {"confirm": "x"}),
+        (reverse("dashboard:project-delete", args=[SLUG]), {"confirm": SLUG}),
         (reverse("logout"), {}),
     ]
 
@@ -81,6 +83,7 @@ def test_csp_with_nonce_and_no_inline_script(world, manager_client):
         reverse("dashboard:projects"),
         reverse("dashboard:project", args=[SLUG]),
         reverse("dashboard:review", args=[SLUG]),
+        reverse("dashboard:settings", args=[SLUG]),
         reverse("dashboard:audit"),
     ]:
         client = manager_client if url != reverse("login") else Client()

@@ -210,37 +210,6 @@ def test_call_budget_and_trace(world, settings):
     assert counts == {("write", "ok"): 2, ("write", "secret_in_memory"): 1}
 
 
-# --- deleting applications and projects ------------------------------------------------------
-
-
-def test_delete_application_cascades_its_scoped_notes_only(world, make_user):
-    scoped = services.note_write(
-        actor=world.as_agent, kind="fact", content="Storefront only", scope="application"
-    ).note
-    shared = services.note_write(actor=world.as_agent, kind="fact", content="Shared").note
-    admin = Actor.person(make_user("root", superuser=True))
-    with refused("memory_forbidden", world.project):
-        services.application_delete(actor=world.as_manager, application=world.app)
-    assert services.application_delete(actor=admin, application=world.app) == {"notes": 1}
-    assert not Note.objects.filter(pk=scoped.id).exists()
-    assert Note.objects.filter(pk=shared.id).exists()
-    assert last_event(world.project, "application.delete").target_ref == "storefront"
-
-
-def test_delete_project_cascades_everything_and_keeps_the_audit(world, make_user):
-    from memory_portal.memory.models import AuditEvent, Project
-
-    services.note_write(actor=world.as_agent, kind="fact", content="A fact")
-    admin = Actor.person(make_user("root", superuser=True))
-    with refused("memory_forbidden", world.project):
-        services.project_delete(actor=world.as_manager, project=world.project)
-    services.project_delete(actor=admin, project=world.project)
-    assert not Project.objects.filter(slug="acme-web").exists()
-    assert not Note.objects.exists()
-    event = AuditEvent.objects.filter(action="project.delete").get()
-    assert event.target_ref == "acme-web" and event.details == {"notes": 1}
-
-
 def test_read_only_person_tokens_change_nothing(world):
     readonly = Actor.person(world.manager, can_write=False)
     note = services.note_write(actor=world.as_agent, kind="fact", content="A fact").note

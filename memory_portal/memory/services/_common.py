@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .. import fastsql
+from ..access import project_not_found
 from ..actors import Actor
 from ..models import AuditEvent, MemorySetting, Note, Project
 
@@ -17,6 +18,10 @@ def lock_setting(project: Project) -> MemorySetting:
     assert transaction.get_connection().in_atomic_block, "lock_setting needs a transaction"
     setting = MemorySetting.objects.select_for_update().filter(project_id=project.pk).first()
     if setting is None:
+        if not Project.objects.filter(pk=project.pk).exists():
+            # Deleted while this call was on its way (project_delete holds this lock): refuse
+            # cleanly rather than fail on the foreign key.
+            raise project_not_found(project.slug)
         MemorySetting.objects.get_or_create(project_id=project.pk)
         setting = MemorySetting.objects.select_for_update().get(project_id=project.pk)
     return setting

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from .. import evidence as evidence_checks
-from .. import tokens
-from ..access import require_manager, require_member, require_person, require_writer
+from .. import fastsql, tokens
+from ..access import (
+    application_not_found,
+    is_administrator,
+    require_manager,
+    require_member,
+    require_person,
+    require_writer,
+)
 from ..actors import Actor
 from ..errors import MemoryPortalError, invalid
 from ..models import (
@@ -18,6 +26,7 @@ from ..models import (
     Application,
     Membership,
     MemorySetting,
+    Note,
     Project,
     Repository,
     RepositoryLink,
@@ -26,15 +35,17 @@ from ..models import (
     RunStatus,
     ScratchpadItem,
     Stage,
+    StartRecall,
+    Status,
 )
 from ..validation import check_no_secret, reject_nul
-from ._common import audit, bump, lock_setting
+from ._common import audit, audit_event, bump, lock_setting
 
 STEP_MAX = 100  # Note.step and Run.current_step
 
 
 def _require_superuser(actor: Actor, what: str) -> None:
-    if not (actor.is_person and actor.user.is_superuser):
+    if not is_administrator(actor):
         raise MemoryPortalError("memory_forbidden", f"Only an administrator can {what}.")
     require_writer(actor)
 
@@ -67,48 +78,144 @@ def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
     return project
 
 
-def project_delete(*, actor: Actor | None, project: Project) -> dict[str, int]:
-    """Delete a project with everything in it (notes, recoveries, scratchpads, agents, runs).
-    Administrators only; the audit event outlives the project."""
+# What a delete removes, by model, under the names its audit event (and the API) use.
+_DELETED_NAMES = {
+    "memory.Note": "notes",
+    "memory.Recovery": "recoveries",
+    "memory.ScratchpadItem": "scratchpad_items",
+    "memory.Application": "applications",
+    "memory.RepositoryLink": "repository_links",
+    "memory.Agent": "agents",
+    "memory.Run": "runs",
+    "memory.ApiToken": "tokens",
+    "memory.Membership": "memberships",
+    "memory.ReviewRoutine": "review_routines",
+    "memory.ReviewRun": "review_runs",
+    "memory.ToolCallCount": "tool_call_counts",
+}
+
+
+def _require_typed_confirmation(*, what: str, slug: str, confirm: str) -> None:
+    """Deleting is irreversible: every entry point (dashboard, API, command) passes what the
+    person typed, and only the exact id goes ahead."""
+    if confirm != slug:
+        raise invalid(
+            "confirm",
+            f"To delete {what} {slug}, confirm with its id: {slug}.",
+            hint=f"Nothing was deleted; retry with confirm set to {slug}.",
+        )
+
+
+def _notes_by_status(notes) -> dict[str, int]:
+    counted = dict(notes.order_by().values_list("status").annotate(n=Count("pk")))
+    return {status: counted.get(status, 0) for status in Status.values}
+
+
+def _removed(
+    deleted: dict[str, int], *, names: dict[str, str], besides: tuple[str, ...]
+) -> dict[str, int]:
+    """Django's own count of the rows a delete removed, by model, under `names`. A model not
+    named (a cascade added later) is still counted, under its label, so the audit event never
+    under-reports what went."""
+    counts = {name: deleted.get(label, 0) for label, name in names.items()}
+    for label, n in deleted.items():
+        if label not in names and label not in besides and n:
+            counts[label] = n
+    return counts
+
+
+def _clear_supersede_links(notes) -> None:
+    """Notes about to go must not be referenced by the chain of a note that stays, nor
+    reference each other while the rows are removed."""
+    ids = notes.values("pk")
+    notes.update(supersedes=None, superseded_by=None)
+    Note.objects.filter(supersedes__in=ids).update(supersedes=None)
+    Note.objects.filter(superseded_by__in=ids).update(superseded_by=None)
+
+
+def project_delete(*, actor: Actor | None, project: Project, confirm: str) -> dict:
+    """Delete a project with everything in it: notes, recovery records, scratchpads,
+    applications and their repository links, agents, runs and their tokens, memberships,
+    daily reviews and the call trace. Administrators only (`actor=None` is the system); the
+    typed `confirm` must be the project id. The audit event outlives the project and counts
+    exactly what went."""
     if actor is not None:
+        if not is_administrator(actor):
+            require_member(actor, project)  # outsiders learn nothing: not found
         _require_superuser(actor, "delete projects")
+    _require_typed_confirmation(what="project", slug=project.slug, confirm=confirm)
     slug = project.slug
     with transaction.atomic():
-        lock_setting(project)
-        notes = project.notes.count()
-        project.notes.update(supersedes=None, superseded_by=None)
-        project.delete()
-        audit(
-            actor=actor,
-            action="project.delete",
-            project=None,
-            target=slug,
-            details={"notes": notes},
+        lock_setting(project)  # waits for in-flight writes; later ones find no project
+        notes = Note.objects.filter(project=project)
+        by_status = _notes_by_status(notes)
+        _clear_supersede_links(notes)
+        agent_ids = list(Agent.objects.filter(project=project).values_list("pk", flat=True))
+        # Keyed by text, not a foreign key: the start-recall marks of the project's agents.
+        start_recalls = StartRecall.objects.filter(agent_id__in=agent_ids).delete()[0]
+        _, deleted = Project.objects.filter(pk=project.pk).delete()
+        counts = {
+            **_removed(
+                deleted,
+                names=_DELETED_NAMES,
+                besides=("memory.Project", "memory.MemorySetting"),
+            ),
+            "notes_by_status": by_status,
+            "start_recalls": start_recalls,
+        }
+        event = audit_event(
+            actor=actor, action="project.delete", project=None, target=slug, details=counts
         )
-    return {"notes": notes}
+        event.project_ref = slug  # the audit log still files the event under the project
+        fastsql.insert(event)
+    return counts
 
 
-def application_delete(*, actor: Actor | None, application: Application) -> dict[str, int]:
-    """Delete an application: the notes explicitly scoped to it go with it; project-scoped
-    notes its agents wrote stay. Administrators only."""
-    if actor is not None:
-        _require_superuser(actor, "delete applications")
+def application_delete(*, actor: Actor | None, application: Application, confirm: str) -> dict:
+    """Delete an application: the notes scoped to it go with their recovery records, and so
+    do its repository links. Its agents and runs are detached, not deleted: they, their
+    private facts and the project-scoped notes they wrote stay in the project. Managers (and
+    administrators; `actor=None` is the system); the typed `confirm` must be the
+    application id."""
     project = application.project
+    if actor is not None:
+        require_manager(actor, project)
+    slug = application.slug
+    _require_typed_confirmation(what="application", slug=slug, confirm=confirm)
     with transaction.atomic():
         setting = lock_setting(project)
-        scoped = application.notes.all()
-        notes = scoped.count()
-        scoped.update(supersedes=None, superseded_by=None)
-        application.delete()
-        bump(setting)
+        if not Application.objects.filter(pk=application.pk).exists():
+            raise application_not_found(project, slug)  # someone else deleted it meanwhile
+        notes = Note.objects.filter(application=application)
+        by_status = _notes_by_status(notes)
+        _clear_supersede_links(notes)
+        agents = Agent.objects.filter(application=application).update(application=None)
+        runs = Run.objects.filter(application=application).update(application=None)
+        _, deleted = Application.objects.filter(pk=application.pk).delete()
+        counts = {
+            **_removed(
+                deleted,
+                names={
+                    label: _DELETED_NAMES[label]
+                    for label in ("memory.Note", "memory.Recovery", "memory.RepositoryLink")
+                },
+                besides=("memory.Application",),
+            ),
+            "notes_by_status": by_status,
+            "agents_detached": agents,
+            "runs_detached": runs,
+        }
+        # Agents' views change, and writes checked against the application (its scope, its
+        # repository links) while it still existed must not land: revoke them.
+        bump(setting, revocation_epoch=setting.revocation_epoch + 1)
         audit(
             actor=actor,
             action="application.delete",
             project=project,
-            target=application.slug,
-            details={"notes": notes},
+            target=slug,
+            details=counts,
         )
-    return {"notes": notes}
+    return counts
 
 
 def membership_set(*, actor: Actor | None, project: Project, user, role: str) -> Membership:

@@ -109,11 +109,6 @@ def _reach_q(view: AgentView) -> Q:
     return Q(project_id=view.project_id) & reach
 
 
-def agent_scope_q(run: Run) -> Q:
-    """The reach of a run's agent (see `_reach_q`)."""
-    return _reach_q(AgentView.of_run(run))
-
-
 def _evidence_current_q(view: AgentView) -> Q:
     """An evidence-bound note is served only while its commit is the pinned revision of a
     repository still linked to the agent's application."""
@@ -134,13 +129,18 @@ def agent_visible_q(
     served: bool = True,
     include_archived: bool = False,
     include_expired: bool = False,
+    forgotten: bool = False,
     now: datetime | None = None,
 ) -> Q:
     """THE rule of what an agent may see (SPEC §2.3, §2.7, §2.8). Always: its reach, not
     forgotten, evidence current for its application; a reviewer only reviewed notes of other
     top-level runs. `served` (lists, search, recall, counts, fingerprint; everything but a read
-    by id): never rejected, and live — active and not expired unless asked for."""
-    q = _reach_q(view) & ~Q(status=Status.FORGOTTEN) & _evidence_current_q(view)
+    by id): never rejected, and live — active and not expired unless asked for.
+    `forgotten=True` (with `served=False`) turns the forgotten clause round: the forgotten notes
+    the rule would otherwise let the agent read (its recoveries; what its run forgot, for the
+    fingerprint)."""
+    status = Q(status=Status.FORGOTTEN) if forgotten else ~Q(status=Status.FORGOTTEN)
+    q = _reach_q(view) & status & _evidence_current_q(view)
     if served:
         q &= ~Q(trust=Trust.REJECTED)
         if not include_archived:
@@ -310,9 +310,10 @@ def recoveries_for_actor(*, actor: Actor, project: Project | None = None) -> Que
         require_member(actor, project)
         return Recovery.objects.filter(project=project).select_related("note", "forgotten_by_user")
     run = actor.run
-    notes = Note.objects.filter(agent_scope_q(run), trust=Trust.LEARNED)
     if run.agent.is_reviewer:
         return Recovery.objects.none()
+    forgotten = agent_visible_q(AgentView.of_run(run), served=False, forgotten=True)
+    notes = Note.objects.filter(forgotten, trust=Trust.LEARNED)
     return Recovery.objects.filter(project_id=run.project_id, note__in=notes).select_related("note")
 
 
@@ -360,16 +361,18 @@ def fingerprint(*, actor: Actor, setting: MemorySetting | None = None) -> str:
     digest.update(f"{int(setting.enabled)}|{setting.revocation_epoch}".encode())
     if not setting.enabled:
         return digest.hexdigest()[:32]
-    visible = (
-        notes_for_actor(actor=actor)
-        .exclude(top_level_run_id=own)
-        .values_list("id", "trust", "content_hash", "evidence_commit", "expires_at")
-    )
-    # Notes this run forgot still count as seen, in the state they had before.
+    # content_key: a day row changes content in place (appends) under the same content_hash.
+    fields = ("id", "trust", "content_hash", "content_key", "evidence_commit", "expires_at")
+    visible = notes_for_actor(actor=actor).exclude(top_level_run_id=own).values_list(*fields)
+    # Notes this run forgot still count as seen, in the state they had before (if it could see
+    # them: a reviewer nested in a run never saw the learned notes that run forgot).
     forgotten_by_me = (
-        Note.objects.filter(agent_scope_q(run), recovery__forgotten_by_top_level_run_id=own)
+        Note.objects.filter(
+            agent_visible_q(AgentView.of_run(run), served=False, forgotten=True),
+            recovery__forgotten_by_top_level_run_id=own,
+        )
         .exclude(top_level_run_id=own)
-        .values_list("id", "trust", "content_hash", "evidence_commit", "expires_at")
+        .values_list(*fields)
     )
     rows = sorted(set(visible) | set(forgotten_by_me))
     for row in rows:

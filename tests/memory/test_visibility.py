@@ -236,6 +236,28 @@ def test_reverify_fails_when_the_quote_is_gone(world, linked_repo):
         services.note_reverify(actor=world.as_member, note_id=note.id)
 
 
+def test_an_agent_restores_only_recoveries_it_may_see(world, linked_repo):
+    from pathlib import Path
+
+    path, _first, repository = linked_repo
+    note = write(
+        world.as_agent,
+        "Account records carry a currency column.",
+        evidence={"repositoryId": "legacy-main", "path": "src/shared/records.txt"},
+    )
+    recovery = services.note_forget(actor=world.as_agent, note_id=note.id)
+    write_files(Path(path), {"README.md": "changed readme\n"})
+    second = commit_all(Path(path), "second")
+    services.repository_link_set(
+        actor=None, application=world.app, repository=repository, revision=second
+    )
+    # Its evidence is stale for the agent now: not listed, and not restorable by id either.
+    assert recovery.id not in ids(selectors.recoveries_for_actor(actor=world.as_agent))
+    with refused("memory_recovery_not_found", world.project):
+        services.note_restore(actor=world.as_agent, recovery_id=recovery.id)
+    assert services.note_restore(actor=world.as_manager, recovery_id=recovery.id).pk == note.id
+
+
 @pytest.mark.parametrize(
     ("evidence", "reason"),
     [

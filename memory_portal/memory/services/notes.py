@@ -34,7 +34,13 @@ from ..models import (
     Target,
     Trust,
 )
-from ..selectors import agent_for_memories, agent_scope_q, note_get, note_not_found, setting_get
+from ..selectors import (
+    agent_for_memories,
+    note_get,
+    note_not_found,
+    recoveries_for_actor,
+    setting_get,
+)
 from ..validation import (
     ARCHIVE_REASON_MAX,
     CONTENT_MAX,
@@ -777,11 +783,8 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
             raise not_found
         project = recovery.project
         if actor.is_agent:
-            run = actor.run
-            in_reach = Note.objects.filter(
-                agent_scope_q(run), pk=recovery.note_id, trust=Trust.LEARNED
-            ).exists()
-            if run.project_id != project.pk or not in_reach:
+            # The recoveries this agent may list (the visibility rule) are the ones it restores.
+            if not recoveries_for_actor(actor=actor).filter(pk=recovery_id).exists():
                 raise not_found
         else:
             from ..access import role_in

@@ -122,7 +122,13 @@ TEMPLATES = [
 # var/ is the embedded default. SQLite writes use IMMEDIATE transactions so the setting-row lock
 # of the write protocol (a single writer at a time) holds there too.
 DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
-DB_LOCK_TIMEOUT_MS = env_int("MEMORY_PORTAL_DB_LOCK_TIMEOUT_MS", 10_000)
+# How long a request waits for a project's lock (PostgreSQL lock_timeout, SQLite's busy
+# timeout) before it answers 503 memory_busy: a short bound keeps one busy project from holding
+# the server's threads, so other projects stay fast. (MEMORY_PORTAL_DB_LOCK_TIMEOUT_MS is the
+# older name of the same setting.)
+DB_LOCK_TIMEOUT_MS = env_int(
+    "MEMORY_PORTAL_LOCK_WAIT_MS", env_int("MEMORY_PORTAL_DB_LOCK_TIMEOUT_MS", 2_000)
+)
 DB_STATEMENT_TIMEOUT_MS = env_int("MEMORY_PORTAL_DB_STATEMENT_TIMEOUT_MS", 30_000)
 
 if DATABASE_URL:

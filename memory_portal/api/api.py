@@ -11,7 +11,8 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.renderers import JSONRenderer
 
-from memory_portal.memory.errors import CODES, MemoryPortalError
+from memory_portal.failures import failure_response, refusal_response
+from memory_portal.memory.errors import CODES, MemoryPortalError, retryable
 
 from .admin import router as admin_router
 from .auth import BearerAuth
@@ -57,6 +58,8 @@ def error_response(
 
 @api.exception_handler(MemoryPortalError)
 def on_refusal(request, exc: MemoryPortalError):
+    if exc.retry_after:
+        return refusal_response(request, exc)
     return JsonResponse({"error": exc.as_dict()}, status=exc.status)
 
 
@@ -104,17 +107,11 @@ def on_http_error(request, exc: HttpError):
 
 @api.exception_handler(Exception)
 def on_crash(request, exc: Exception):
-    logger.exception("unexpected API failure on %s %s", request.method, request.path)
-    return JsonResponse(
-        {
-            "error": {
-                "code": "internal_error",
-                "message": "Something went wrong on the server; nothing was half written.",
-                "hint": "Retry later; if it persists, tell the operators the time of the call.",
-            }
-        },
-        status=500,
-    )
+    """Retryable database trouble is a 503 with Retry-After, anything else a 500 — decided in
+    one place for every transport (memory_portal/failures.py)."""
+    if retryable(exc) is None:
+        logger.exception("unexpected API failure on %s %s", request.method, request.path)
+    return failure_response(request, exc)
 
 
 def unknown_route(request, rest: str = ""):

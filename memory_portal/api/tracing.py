@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
-from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.errors import MemoryPortalError, retryable
 
 # url_name prefixes of traced routes: "tool-write", "v1-save", …
 TRACED_PREFIXES = ("tool-", "v1-")
@@ -40,8 +40,18 @@ def traced(actor: Actor, tool: str):
     except MemoryPortalError as exc:
         services.tool_call_record(run=run, tool=tool, outcome=exc.code)
         raise
-    except Exception:
-        services.tool_call_record(run=run, tool=tool, outcome="internal_error")
+    except Exception as exc:
+        refusal = retryable(exc)
+        if refusal is None:
+            services.tool_call_record(run=run, tool=tool, outcome="internal_error")
+            raise
+        # The database is busy or away: count the call if it can be counted now; the caller's
+        # answer is the 503 either way.
+        try:
+            services.tool_call_record(run=run, tool=tool, outcome=refusal.code)
+        except Exception as trace_failure:  # noqa: BLE001 - the 503 below says what happened
+            if retryable(trace_failure) is None:
+                raise
         raise
     services.tool_call_record(run=run, tool=tool, outcome="ok")
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 class ErrorCode:
     status: int
     hint: str
+    retry_after: int | None = None  # seconds; set for the retryable 503s
 
 
 CODES: dict[str, ErrorCode] = {
@@ -59,6 +60,19 @@ CODES: dict[str, ErrorCode] = {
     "not_found": ErrorCode(404, "Check the id in the URL."),
     "method_not_allowed": ErrorCode(405, "See /api/docs for the routes and their methods."),
     "internal_error": ErrorCode(500, "Retry later; tell the operators if it persists."),
+    # Retryable: nothing was written; the same call is expected to work in a moment.
+    "memory_busy": ErrorCode(
+        503,
+        "Another change to this project holds its lock; nothing was written. Retry the same "
+        "call after Retry-After seconds.",
+        retry_after=2,
+    ),
+    "service_unavailable": ErrorCode(
+        503,
+        "The database is unavailable for a moment; nothing was written. Retry the same call "
+        "after Retry-After seconds.",
+        retry_after=5,
+    ),
 }
 
 
@@ -88,6 +102,10 @@ class MemoryPortalError(Exception):
     def status(self) -> int:
         return CODES[self.code].status
 
+    @property
+    def retry_after(self) -> int | None:
+        return CODES[self.code].retry_after
+
     def as_dict(self) -> dict:
         body: dict = {"code": self.code, "message": self.message, "hint": self.hint}
         if self.field:
@@ -102,3 +120,43 @@ class MemoryPortalError(Exception):
 
 def invalid(field: str, message: str, *, hint: str | None = None) -> MemoryPortalError:
     return MemoryPortalError("memory_invalid", message, field=field, hint=hint)
+
+
+# SQLSTATEs of PostgreSQL failures that pass: a lock wait ran out (55P03), a deadlock victim
+# (40P01), a serialization failure (40001), the server shutting down or starting (57P01–57P03),
+# too many connections (53300).
+_BUSY_SQLSTATES = {"55P03", "40P01", "40001"}
+_UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03", "53300", "08000", "08003", "08006"}
+
+
+def retryable(exc: BaseException) -> MemoryPortalError | None:
+    """The one classification of unexpected failures: a database failure that passes by itself
+    becomes a 503 refusal (`memory_busy` for lock waits, `service_unavailable` for a database
+    that is restarting, overloaded or unreachable); anything else is None — a bug, answered
+    500. The transaction of the failed call was rolled back, so nothing was half written."""
+    import sqlite3
+
+    from django.db import InterfaceError, OperationalError
+
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return None
+    busy = MemoryPortalError("memory_busy", "The project is busy with another change.")
+    unavailable = MemoryPortalError("service_unavailable", "The database is unavailable right now.")
+    cause = exc.__cause__
+    if isinstance(cause, sqlite3.Error):
+        text = str(cause).lower()
+        if "locked" in text or "busy" in text:
+            return busy
+        if "disk i/o" in text or "unable to open" in text:
+            return unavailable
+        return None  # no such table, a syntax error…: a bug or a missing migration
+    if isinstance(exc, InterfaceError):
+        return unavailable  # the connection was already closed under us
+    sqlstate = getattr(cause, "sqlstate", None)
+    if sqlstate in _BUSY_SQLSTATES:
+        return busy
+    if sqlstate is None or sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith("08"):
+        return unavailable  # could not connect, or the server went away mid-call
+    if sqlstate == "57014":  # statement_timeout: overloaded right now
+        return unavailable
+    return None

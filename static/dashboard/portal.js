@@ -42,7 +42,9 @@
     var status = event.detail.xhr ? event.detail.xhr.status : "";
     var message = status === 403
       ? "Refused (403). Your session may have expired: reload the page."
-      : "The server could not complete this action (" + status + "). Reload and try again.";
+      : status === 503
+        ? "Busy for a moment: nothing was changed. Try again in a few seconds."
+        : "The server could not complete this action (" + status + "). Reload and try again.";
     toast({ level: "error", message: message });
   });
   document.addEventListener("htmx:sendError", function () {

@@ -45,3 +45,33 @@ def test_bench_keep_leaves_its_projects():
 def test_bench_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):
         call_command("memory_bench_writes", "--writes", "16")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_lock_bench_measures_other_projects_through_the_production_server():
+    out = StringIO()
+    call_command(
+        "memory_bench_locks",
+        "--seconds",
+        "1",
+        "--clients",
+        "4",
+        "--configs",
+        "shipped",
+        stdout=out,
+    )
+    text = out.getvalue()
+    rows = [line.split() for line in text.splitlines() if line.startswith("shipped ")]
+    assert [row[1] for row in rows] == ["no", "yes"]
+    for row in rows:
+        assert int(row[2]) > 0 and row[2] == row[3], row  # every other-project write ok
+    assert rows[1][7] != "0", "writes to the held project answer 503 memory_busy"
+    assert "A held ÷ nothing held" in text
+    assert not Project.objects.filter(slug__startswith="bench-locks-").exists()
+
+
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
+def test_lock_bench_refuses_sqlite():
+    with pytest.raises(CommandError, match="DATABASE_URL"):
+        call_command("memory_bench_locks", "--seconds", "1")

@@ -1,0 +1,36 @@
+"""The production server's configuration (gunicorn -c gunicorn.conf.py; the README's production
+command). Threads, not more processes, absorb requests that wait: a write that waits for a busy
+project's lock holds one thread for at most MEMORY_PORTAL_LOCK_WAIT_MS (2 s by default) while
+the other threads of every worker keep serving other projects. Every value can be set from the
+environment."""
+
+import multiprocessing
+import os
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else default
+
+
+bind = os.environ.get("MEMORY_PORTAL_BIND", "127.0.0.1:8000")
+# Processes for the cores (the work is mostly database round trips), threads for the waits.
+workers = _int("WEB_CONCURRENCY", max(2, multiprocessing.cpu_count()))
+worker_class = "gthread"
+# A client's keep-alive connection stays with one worker, so each worker needs threads to
+# spare beyond those waiting on a busy project: 16 per worker keeps other projects fast while
+# several requests wait out a held lock (docs/PERFORMANCE.md, "One busy project").
+threads = _int("MEMORY_PORTAL_THREADS", 16)
+# A request never legitimately runs longer than the statement timeout (30 s); a worker that
+# does is stuck and is replaced.
+timeout = _int("MEMORY_PORTAL_WORKER_TIMEOUT", 60)
+graceful_timeout = 30
+keepalive = 5
+# Recycle workers now and then so a slow leak cannot grow without bound.
+max_requests = _int("MEMORY_PORTAL_MAX_REQUESTS", 5000)
+max_requests_jitter = 500
+# Log to stderr; application log lines pass the secret redactor (memory_portal/settings.py).
+accesslog = "-" if os.environ.get("MEMORY_PORTAL_ACCESS_LOG", "") == "true" else None
+errorlog = "-"
+# Behind the TLS-terminating proxy on the same host.
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")

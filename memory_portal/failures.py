@@ -1,0 +1,60 @@
+"""The one edge for unexpected failures, every transport alike: a database failure that passes
+by itself (errors.retryable) is a 503 with Retry-After — the JSON envelope under /api/, a
+plain page in the dashboard — and anything else is a 500 `internal_error`. The API's crash
+handler and Django's handler500 both answer through `failure_response`, so a failure in a view,
+a middleware or the token check gets the same answer."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from django.http import HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+from memory_portal.memory.errors import CODES, MemoryPortalError, retryable
+
+logger = logging.getLogger("memory_portal.failures")
+
+INTERNAL_ERROR = {
+    "code": "internal_error",
+    "message": "Something went wrong on the server; nothing was half written.",
+    "hint": "Retry later; if it persists, tell the operators the time of the call.",
+}
+
+
+def _is_api(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def refusal_response(request, refusal: MemoryPortalError) -> HttpResponse:
+    """A retryable refusal (status 503 and a Retry-After) for either transport."""
+    if _is_api(request):
+        response: HttpResponse = JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
+    else:
+        # A standalone page: rendering it touches neither the session nor the database.
+        html = render_to_string(
+            "errors/503.html", {"message": refusal.message, "hint": refusal.hint}
+        )
+        response = HttpResponse(html, status=refusal.status)
+    if refusal.retry_after:
+        response["Retry-After"] = str(refusal.retry_after)
+    return response
+
+
+def failure_response(request, exc: BaseException | None) -> HttpResponse:
+    refusal = retryable(exc) if exc is not None else None
+    if refusal is not None:
+        logger.warning(
+            "%s on %s %s (%s)", refusal.code, request.method, request.path, type(exc).__name__
+        )
+        return refusal_response(request, refusal)
+    if _is_api(request):
+        return JsonResponse({"error": INTERNAL_ERROR}, status=CODES["internal_error"].status)
+    return HttpResponse(render_to_string("errors/500.html"), status=500)
+
+
+def server_error(request) -> HttpResponse:
+    """handler500: Django calls it while handling the exception, so it is still at hand
+    (Django has logged it already)."""
+    return failure_response(request, sys.exc_info()[1])

@@ -1,0 +1,186 @@
+"""Failures without damage: a database failure that passes by itself is a 503 with Retry-After
+(the JSON envelope on the API, a plain page in the dashboard); anything else stays a 500. One
+classification (errors.retryable), one edge (memory_portal/failures.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import psycopg
+import pytest
+from django.db import InterfaceError, OperationalError, connection, connections
+from django.test import Client
+
+from memory_portal.memory import services
+from memory_portal.memory.errors import retryable
+from memory_portal.memory.models import MemorySetting, Note, ToolCallCount
+
+from .conftest import error_code
+
+
+def wrapped(cause: BaseException, kind=OperationalError) -> BaseException:
+    """A database error as Django raises it: its own class, the driver's error as the cause."""
+    try:
+        try:
+            raise cause
+        except BaseException as exc:
+            raise kind(str(cause)) from exc
+    except BaseException as exc:  # noqa: BLE001 - returned for inspection
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("cause", "kind", "code"),
+    [
+        (sqlite3.OperationalError("database is locked"), OperationalError, "memory_busy"),
+        (sqlite3.OperationalError("disk I/O error"), OperationalError, "service_unavailable"),
+        (sqlite3.OperationalError("no such table: x"), OperationalError, None),
+        (psycopg.errors.LockNotAvailable("lock timeout"), OperationalError, "memory_busy"),
+        (psycopg.errors.DeadlockDetected("deadlock"), OperationalError, "memory_busy"),
+        (psycopg.errors.AdminShutdown("terminating"), OperationalError, "service_unavailable"),
+        (psycopg.errors.CannotConnectNow("starting up"), OperationalError, "service_unavailable"),
+        (
+            psycopg.OperationalError("server closed the connection"),
+            OperationalError,
+            "service_unavailable",
+        ),
+        (
+            psycopg.errors.QueryCanceled("statement timeout"),
+            OperationalError,
+            "service_unavailable",
+        ),
+        (
+            psycopg.InterfaceError("connection already closed"),
+            InterfaceError,
+            "service_unavailable",
+        ),
+        (psycopg.errors.UndefinedTable("no such table"), OperationalError, None),
+        (RuntimeError("a bug"), RuntimeError, None),
+    ],
+)
+def test_one_classification_of_retryable_failures(cause, kind, code):
+    exc = wrapped(cause, kind) if kind is not RuntimeError else cause
+    refusal = retryable(exc)
+    assert (refusal.code if refusal else None) == code
+    if refusal:
+        assert refusal.status == 503 and refusal.retry_after and refusal.hint
+
+
+def break_write(monkeypatch, cause):
+    """The forced failure, at the database boundary: the write protocol's lock statement."""
+    from memory_portal.memory import fastsql
+
+    def fail(*args, **kwargs):
+        raise wrapped(cause)
+
+    monkeypatch.setattr(fastsql, "lock_and_bump", fail)
+
+
+@pytest.mark.parametrize(
+    ("cause", "code", "retry_after"),
+    [
+        (sqlite3.OperationalError("database is locked"), "memory_busy", "2"),
+        (psycopg.OperationalError("server closed the connection"), "service_unavailable", "5"),
+    ],
+)
+def test_a_retryable_failure_is_a_503_envelope_with_retry_after(
+    api, tokens, world, monkeypatch, cause, code, retry_after
+):
+    break_write(monkeypatch, cause)
+    response = api.tool("memory_write", tokens.agent, {"kind": "fact", "content": "Busy"})
+    assert response.status_code == 503 and error_code(response) == code
+    assert response["Retry-After"] == retry_after
+    assert "nothing was written" in response.json()["error"]["hint"]
+    assert not Note.objects.exists()
+    trace = ToolCallCount.objects.get(run=world.run, tool="write")
+    assert trace.outcome == code, "the call is counted with its outcome"
+
+
+def test_a_bug_stays_a_500(api, tokens, monkeypatch):
+    break_write(monkeypatch, psycopg.errors.UndefinedColumn("no such column"))
+    response = api.tool("memory_write", tokens.agent, {"kind": "fact", "content": "Bug"})
+    assert response.status_code == 500 and error_code(response) == "internal_error"
+    assert not response.has_header("Retry-After")
+
+
+def test_the_dashboard_answers_a_plain_503_page(world, monkeypatch):
+    client = Client(raise_request_exception=False)
+    client.force_login(world.member)
+    note = services.note_write(actor=world.as_agent, kind="fact", content="Veto me").note
+    from memory_portal.memory.services import _common
+
+    def fail(project):
+        raise wrapped(sqlite3.OperationalError("database is locked"))
+
+    monkeypatch.setattr(_common, "lock_setting", fail)
+    monkeypatch.setattr("memory_portal.memory.services.notes.lock_setting", fail)
+    response = client.post(f"/p/acme-web/notes/{note.pk}/veto/", {"next": "/p/acme-web/"})
+    assert response.status_code == 503 and response["Retry-After"] == "2"
+    html = response.content.decode()
+    assert "Busy for a moment" in html and "Nothing was changed" in html
+    assert Note.objects.get(pk=note.pk).status == "active"
+
+
+def test_the_dashboard_answers_a_styled_500_page_for_a_bug(world, monkeypatch):
+    client = Client(raise_request_exception=False)
+    client.force_login(world.member)
+
+    def explode(**kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("memory_portal.dashboard.views.selectors.projects_overview", explode)
+    response = client.get("/")
+    assert response.status_code == 500 and "Something went wrong" in response.content.decode()
+    assert "boom" not in response.content.decode()
+
+
+# --- A real lock held on PostgreSQL --------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_held_project_lock_is_memory_busy_and_other_projects_go_on(make_user, settings):
+    from tests.conftest import build_world
+
+    from .conftest import Api
+
+    a = build_world(make_user, slug="proj-a")
+    b = build_world(make_user, slug="proj-b")
+    token_a = services.token_create(actor=None, run=a.run)[1]
+    token_b = services.token_create(actor=None, run=b.run)[1]
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with connections["default"].cursor() as cur:  # this thread's own connection
+            cur.execute("BEGIN")
+            cur.execute(
+                "SELECT id FROM project_memory_setting WHERE project_id = %s FOR UPDATE",
+                [a.project.pk],
+            )
+            held.set()
+            release.wait(30)
+            cur.execute("ROLLBACK")
+        connections["default"].close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        with connection.cursor() as cur:
+            cur.execute("SET lock_timeout = 300")  # the request path's bound, shortened
+        api = Api(Client())
+        busy = api.tool("memory_write", token_a, {"kind": "fact", "content": "Waits"})
+        assert busy.status_code == 503 and error_code(busy) == "memory_busy"
+        assert busy["Retry-After"] == "2"
+        other = api.tool("memory_write", token_b, {"kind": "fact", "content": "Goes on"})
+        assert other.status_code == 200, other.json()
+    finally:
+        release.set()
+        holder.join(10)
+    assert not Note.objects.filter(project=a.project).exists()
+    assert Note.objects.filter(project=b.project, content="Goes on").count() == 1
+    revision = MemorySetting.objects.get(project=a.project).revision
+    retried = Api(Client()).tool("memory_write", token_a, {"kind": "fact", "content": "Waits"})
+    assert retried.status_code == 200, "the same call works once the lock is free"
+    assert MemorySetting.objects.get(project=a.project).revision == revision + 1

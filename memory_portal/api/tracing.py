@@ -3,11 +3,14 @@ and outcome code (SPEC §2.10)."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError, retryable
+
+logger = logging.getLogger("memory_portal.api")
 
 # url_name prefixes of traced routes: "tool-write", "v1-save", …
 TRACED_PREFIXES = ("tool-", "v1-")
@@ -53,7 +56,15 @@ def traced(actor: Actor, tool: str):
             if retryable(trace_failure) is None:
                 raise
         raise
-    services.tool_call_record(run=run, tool=tool, outcome="ok")
+    # The call has done its work (a write is committed): losing the database now must not
+    # turn its answer into an error, so a retryable failure of the trace row is only logged.
+    try:
+        services.tool_call_record(run=run, tool=tool, outcome="ok")
+    except Exception as exc:
+        refusal = retryable(exc)
+        if refusal is None:
+            raise
+        logger.warning("%s while tracing a completed %s call of %s", refusal.code, tool, run.pk)
 
 
 def record_rejected_call(request, code: str) -> None:

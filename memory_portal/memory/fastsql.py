@@ -6,9 +6,11 @@ on a plain cursor; everything else keeps using the ORM."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from django.db import connection, models
+from django.conf import settings
+from django.db import OperationalError, connection, models
 
 _INSERTS: dict[tuple[type, str], tuple[str, list, bool]] = {}
 
@@ -99,12 +101,40 @@ def read_setting_row(project_id: int) -> LockedSetting | None:
     return LockedSetting(row[0], project_id, bool(row[1]), row[2], row[3])
 
 
+@contextmanager
+def bounded_lock_wait(*, restore: bool = True):
+    """Bound the wait for a project's lock as a whole. PostgreSQL's lock_timeout applies to
+    each lock a statement waits for, and a queued row lock is two waits (the row, then the
+    holder's transaction), so a second waiter could wait twice as long: the locking statement
+    runs under a statement_timeout of MEMORY_PORTAL_LOCK_WAIT_MS instead, and running out of it
+    is `memory_busy`. `restore=False` leaves that bound on for the rest of a short transaction
+    (the write protocol's own, which saves a statement on the hot path)."""
+    if connection.vendor != "postgresql":
+        yield  # SQLite: the busy timeout is one wait already
+        return
+    from .errors import MemoryPortalError
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL statement_timeout = {int(settings.DB_LOCK_TIMEOUT_MS)}")
+    try:
+        yield
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) in {"57014", "55P03"}:
+            raise MemoryPortalError(
+                "memory_busy", "Another change to this project holds its lock."
+            ) from exc
+        raise
+    if restore:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL statement_timeout = {int(settings.DB_STATEMENT_TIMEOUT_MS)}")
+
+
 def lock_and_bump(project_id: int, *, now) -> LockedSetting | None:
     """Take the setting row's lock by bumping its revision, and read it back, in one
     statement. A write that then refuses or finds an identical note rolls the bump back with
     its transaction."""
     value = models.DateTimeField().get_db_prep_save(now, connection=connection)
-    with connection.cursor() as cursor:
+    with bounded_lock_wait(restore=False), connection.cursor() as cursor:
         cursor.execute(
             "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
             " WHERE project_id = %s RETURNING id, enabled, revocation_epoch, revision",

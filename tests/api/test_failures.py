@@ -184,3 +184,70 @@ def test_a_held_project_lock_is_memory_busy_and_other_projects_go_on(make_user, 
     retried = Api(Client()).tool("memory_write", token_a, {"kind": "fact", "content": "Waits"})
     assert retried.status_code == 200, "the same call works once the lock is free"
     assert MemorySetting.objects.get(project=a.project).revision == revision + 1
+
+
+def test_a_completed_call_keeps_its_answer_when_only_the_trace_fails(api, tokens, monkeypatch):
+    from memory_portal.api import tracing
+
+    record = tracing.services.tool_call_record
+
+    def flaky(*, run, tool, outcome):
+        if outcome == "ok":
+            raise wrapped(psycopg.OperationalError("server closed the connection"))
+        return record(run=run, tool=tool, outcome=outcome)
+
+    monkeypatch.setattr(tracing.services, "tool_call_record", flaky)
+    response = api.tool("memory_write", tokens.agent, {"kind": "fact", "content": "Stored"})
+    assert response.status_code == 200, "the note is stored, so the answer says so"
+    assert Note.objects.filter(pk=response.json()["id"]).exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_every_waiter_on_a_held_lock_gets_its_503_within_the_bound(make_user, settings):
+    import time
+
+    from tests.conftest import build_world
+
+    from .conftest import Api
+
+    settings.DB_LOCK_TIMEOUT_MS = 600
+    a = build_world(make_user, slug="proj-a")
+    tokens = [services.token_create(actor=None, run=a.run)[1] for _ in range(3)]
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with connections["default"].cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(
+                "SELECT id FROM project_memory_setting WHERE project_id = %s FOR UPDATE",
+                [a.project.pk],
+            )
+            held.set()
+            release.wait(30)
+            cur.execute("ROLLBACK")
+        connections["default"].close()
+
+    results: list[tuple[int, float]] = []
+
+    def write(token: str, n: int) -> None:
+        started = time.monotonic()
+        response = Api(Client()).tool("memory_write", token, {"kind": "fact", "content": f"W{n}"})
+        results.append((response.status_code, time.monotonic() - started))
+        connections["default"].close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        writers = [threading.Thread(target=write, args=(t, i)) for i, t in enumerate(tokens)]
+        for thread in writers:
+            thread.start()
+        for thread in writers:
+            thread.join(30)
+    finally:
+        release.set()
+        holder.join(10)
+    assert sorted(code for code, _ in results) == [503, 503, 503]
+    # Queued behind one another, each still waits one bound, not one per lock (+ set-up slack).
+    assert max(elapsed for _, elapsed in results) < 0.6 * 1.8, results

@@ -16,7 +16,8 @@ def lock_setting(project: Project) -> MemorySetting:
     """Lock the project's setting row for the rest of the transaction. PostgreSQL takes a row
     lock; SQLite runs every write transaction IMMEDIATE, so one writer holds the database."""
     assert transaction.get_connection().in_atomic_block, "lock_setting needs a transaction"
-    setting = MemorySetting.objects.select_for_update().filter(project_id=project.pk).first()
+    with fastsql.bounded_lock_wait():
+        setting = MemorySetting.objects.select_for_update().filter(project_id=project.pk).first()
     if setting is None:
         if not Project.objects.filter(pk=project.pk).exists():
             # Deleted while this call was on its way (project_delete holds this lock): refuse

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint migrate demo bench clean
+.PHONY: run test lint migrate demo bench faults clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python manage.py memory_bench_writes
+
+# Fault injection against the production setup on a PostgreSQL cluster of its own (README).
+faults: $(STAMP)
+	$(BIN)/python -m faults.run
 
 clean:
 	rm -rf $(VENV) var staticfiles

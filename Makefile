@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint migrate demo bench faults clean
+.PHONY: run test lint migrate demo bench faults fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,6 @@ $(STAMP): pyproject.toml
 
 migrate: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py createcachetable
 
 demo: migrate
 	$(BIN)/python manage.py memory_demo
@@ -36,6 +35,11 @@ bench: $(STAMP)
 # Fault injection against the production setup on a PostgreSQL cluster of its own (README).
 faults: $(STAMP)
 	$(BIN)/python -m faults.run
+
+# A longer fuzz run against a live server, a few minutes (FUZZ_SECONDS): schemathesis on the
+# API and hypothesis on the dashboard (fuzz/run.py); on PostgreSQL when DATABASE_URL is set.
+fuzz: $(STAMP)
+	$(BIN)/python -m fuzz.run
 
 clean:
 	rm -rf $(VENV) var staticfiles

@@ -85,6 +85,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "memory_portal.api.middleware.RequestSizeLimitMiddleware",
     "memory_portal.api.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -220,14 +221,8 @@ BEHIND_PROXY = env_bool("MEMORY_PORTAL_BEHIND_PROXY", False)
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# The database holds the cache (login throttling), so every worker process shares one count.
-# `manage.py createcachetable` makes the table (make migrate and the README's deploy steps run it).
-CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-        "LOCATION": "memory_portal_cache",
-    }
-}
+# No shared cache: login throttling counts in its own table (dashboard.LoginThrottle), made by
+# `migrate` like every other table, so Django's per-process default cache is all that is left.
 
 # --- Tasks ------------------------------------------------------------------------------------
 TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}

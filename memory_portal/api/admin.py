@@ -13,6 +13,7 @@ from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
 from memory_portal.memory.errors import MemoryPortalError, invalid
 from memory_portal.memory.models import Application, Repository, Run
+from memory_portal.memory.services.revert import run_revert_latest
 
 from . import schemas as s
 from . import serializers
@@ -335,3 +336,95 @@ def run_delete(request, project_id: str, run_id: str):
     actor, project = _project(request, project_id)
     services.run_delete(actor=actor, run=_run(project, run_id))
     return Status(204, None)
+
+
+# --- Run revert -------------------------------------------------------------------------------
+
+
+def _revert_note(note) -> dict:
+    return {
+        "id": note.pk,
+        "kind": note.kind,
+        "scope": note.scope,
+        "trust": note.trust,
+        "status": note.status,
+        "agentId": note.owner_agent_id or note.created_by_agent_id or None,
+        "runId": note.origin_run_ref,
+    }
+
+
+@router.post("/projects/{project_id}/runs/{run_id}/revert", response=responses({200: s.RevertOut}))
+def run_revert(request, project_id: str, run_id: str, body: s.RevertIn):
+    """Revert what a run and its nested runs wrote (managers). `dryRun: true` answers the
+    impact preview and changes nothing; otherwise the revert is applied in one transaction and
+    answered with its `revertId` and counts. Above 20 changes `confirm` must be the run id."""
+    actor, project = _managed(request, project_id)
+    run = _run(project, run_id)
+    plan, revert = services.run_revert(
+        actor=actor,
+        run=run,
+        dry_run=body.dryRun,
+        include_reviewed=body.includeReviewed,
+        confirm=body.confirm,
+    )
+    selected = set(plan.selected_reviewed)
+    return {
+        "runId": run.pk,
+        "runIds": plan.run_ids,
+        "dryRun": body.dryRun,
+        "revertId": revert.pk if revert else None,
+        "forget": [_revert_note(n) for n in plan.forget],
+        "veto": [_revert_note(n) for n in plan.veto],
+        "dayRows": [_revert_note(n) for n in plan.day_rows],
+        "reviewed": [{**_revert_note(n), "selected": n.pk in selected} for n in plan.reviewed],
+        "bringBack": [{**_revert_note(n), "why": why} for n, why in plan.bring_back],
+        "kept": [{**_revert_note(k.note), "reason": k.reason} for k in plan.kept],
+        "changes": plan.changes,
+        "confirmRequired": plan.confirm_required,
+        "counts": _camel(plan.counts()),
+    }
+
+
+@router.post(
+    "/projects/{project_id}/runs/{run_id}/revert/undo",
+    response=responses({200: s.RevertUndoOut}),
+)
+def run_revert_undo(request, project_id: str, run_id: str):
+    """Undo the run's latest revert: exactly what it changed comes back, while the recovery
+    records exist; notes changed since are left alone and listed under `skipped`."""
+    actor, project = _managed(request, project_id)
+    run = _run(project, run_id)
+    revert = run_revert_latest(run=run)
+    if revert is None:
+        raise MemoryPortalError(
+            "not_found",
+            f"Run {run.pk} has no revert to undo.",
+            hint="Revert the run first; an undone revert cannot be undone twice.",
+        )
+    result = services.run_revert_undo(actor=actor, revert_id=revert.pk)
+    return {
+        "revertId": revert.pk,
+        "runId": run.pk,
+        "restored": result.restored,
+        "skipped": result.skipped,
+    }
+
+
+# --- Export -----------------------------------------------------------------------------------
+
+
+@router.get("/projects/{project_id}/export", response=responses({200: None}))
+def project_export(request, project_id: str):
+    """The project's memory as NDJSON (`application/x-ndjson`), streamed: a versioned header,
+    the setting, applications, agents, notes of every status, recovery records, the notes'
+    audit history, and an end line with the counts. Never secrets or tokens. Managers."""
+    from django.http import StreamingHttpResponse
+
+    from memory_portal.memory.portability import project_export as export_lines
+
+    actor, project = _managed(request, project_id)
+    response = StreamingHttpResponse(
+        export_lines(actor=actor, project=project), content_type="application/x-ndjson"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{project.slug}.jsonl"'
+    return response

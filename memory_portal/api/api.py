@@ -64,9 +64,12 @@ def on_refusal(request, exc: MemoryPortalError):
 
 
 def _field(loc) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "payload", "filters")]
-    # ninja names the body parameter; drop it so the field reads as the client sent it.
-    if parts and parts[0] in {"body", "page"}:
+    """ninja's location is (source, parameter, *path inside it): the field as the client sent
+    it (a field may itself be called `query` or `path`)."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in {"body", "query", "path", "header", "cookie", "form"}:
+        parts = parts[1:]
+    if len(parts) > 1 and parts[0] in {"body", "payload", "filters", "page"}:
         parts = parts[1:]
     return ".".join(parts) or "body"
 

@@ -1,11 +1,16 @@
-"""Wrap non-JSON error responses under /api/ (e.g. 405 Method Not Allowed from the router)
-in the API's error envelope, so clients see one error shape everywhere."""
+"""Edge middlewares: wrap non-JSON error responses under /api/ (e.g. 405 Method Not Allowed
+from the router) in the API's error envelope, so clients see one error shape everywhere;
+refuse bodies past the upload limit and NUL characters in URLs before anything parses them."""
 
 from __future__ import annotations
 
+import io
 import json
 
-from django.http import HttpResponseBadRequest, JsonResponse
+from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.template.loader import render_to_string
 
 STATUS_CODES = {405: "method_not_allowed", 404: "not_found", 400: "memory_invalid"}
 
@@ -70,3 +75,75 @@ class RejectNulMiddleware:
                 )
             return HttpResponseBadRequest("The URL contains a NUL character.")
         return self.get_response(request)
+
+
+class RequestSizeLimitMiddleware:
+    """A body past DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) is refused with 413 before anything
+    reads it: the API's envelope (`memory_payload_too_large`) under /api/, a plain page in the
+    dashboard. Django itself would raise RequestDataTooBig wherever the body is first read —
+    inside a view, the CSRF check or the API's parser — and answer 400 or 500.
+
+    A chunked body has no Content-Length. When the server has de-chunked it and marks its end
+    (`wsgi.input_terminated`, as gunicorn does), it is read here up to the limit, refused past
+    it, and otherwise handed on with its length; without that mark Django reads no body, as
+    before."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is None:
+            return self.get_response(request)
+        declared = request.META.get("CONTENT_LENGTH")
+        if declared:
+            try:
+                too_large = int(declared) > limit
+            except ValueError:
+                too_large = False  # Django reads no body then
+            if too_large:
+                return self.refuse(request, limit)
+        elif self.chunked(request):
+            body = self.read_at_most(request.META["wsgi.input"], limit + 1)
+            if len(body) > limit:
+                return self.refuse(request, limit)
+            request._stream = LimitedStream(io.BytesIO(body), len(body))
+            request.META["CONTENT_LENGTH"] = str(len(body))
+        return self.get_response(request)
+
+    @staticmethod
+    def chunked(request) -> bool:
+        return (
+            bool(request.META.get("wsgi.input_terminated"))
+            and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+        )
+
+    @staticmethod
+    def read_at_most(stream, size: int) -> bytes:
+        chunks: list[bytes] = []
+        remaining = size
+        while remaining > 0:
+            chunk = stream.read(min(remaining, 64 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    @staticmethod
+    def refuse(request, limit: int) -> HttpResponse:
+        message = f"The request body is larger than {limit:,} bytes, the most this server reads."
+        if request.path.startswith("/api/"):
+            return JsonResponse(
+                {
+                    "error": {
+                        "code": "memory_payload_too_large",
+                        "message": message,
+                        "hint": "Send less: a note holds at most 2,000 characters and a fact "
+                        "500; split bulk work into several calls.",
+                    }
+                },
+                status=413,
+            )
+        html = render_to_string("errors/413.html", {"message": message})
+        return HttpResponse(html, status=413)

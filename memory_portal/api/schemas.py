@@ -3,23 +3,31 @@ Schemas handed to models by `GET /api/tools`, so what is offered is what is vali
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from datetime import date as Date
 from datetime import datetime
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from memory_portal.memory.validation import (
     ARCHIVE_REASON_MAX,
     CONTENT_MAX,
     DAY_LINE_MAX,
     FACT_MAX,
+    NAME_MAX,
+    PATH_MAX,
     RECALL_QUERY_MAX,
     SCRATCHPAD_TEXT_MAX,
+    SLUG_MAX,
     SUMMARY_MAX,
     TAG_MAX,
     TAGS_MAX,
+    unstorable,
 )
 
 # Offsets past every note a project can hold (2,000) only find empty pages; the bound keeps
@@ -29,28 +37,62 @@ SCRATCHPAD_PAGE_DEFAULT = 20
 SCRATCHPAD_PAGE_MAX = 50  # a page also stops at the 12,000-byte reply ceiling
 
 
-def _nul_free(value: Any, path: str = "") -> None:
-    if isinstance(value, str) and "\x00" in value:
-        raise ValueError(f"{path or 'a value'} contains a NUL character")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _nul_free(item, f"{path}.{key}" if path else str(key))
+def _storable(value: Any) -> Any:
+    """Strings must be text the database can store (validation.unstorable: no NUL, no lone
+    surrogate), in lists too. A nested object is a Strict schema that checks its own fields,
+    so the error names the nested field (`evidence.path`)."""
+    if isinstance(value, str):
+        reason = unstorable(value)
+        if reason is not None:
+            raise PydanticCustomError("text_invalid", reason)
     elif isinstance(value, list):
         for item in value:
-            _nul_free(item, path)
+            _storable(item)
+    return value
+
+
+# What a JSON value must be for a field of these types. Pydantic's lax mode would otherwise
+# take `false` as the number 0, `0` as false, and `0` or `"1700000000"` as a date.
+_ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+
+
+def _iso(value: Any) -> bool:
+    return isinstance(value, str) and _ISO_DATE.match(value) is not None
+
+
+_JSON_KINDS: dict[Any, tuple[str, Callable[[Any], bool]]] = {
+    bool: ("true or false", lambda v: isinstance(v, bool)),
+    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    Date: ("a date (YYYY-MM-DD)", _iso),
+    datetime: ("an ISO 8601 date and time", _iso),
+}
+
+
+def _exact_json(value: Any, annotation: Any) -> None:
+    if value is None:
+        return
+    options = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    kinds = {a for a in options or (annotation,) if a is not type(None)}
+    if len(kinds) == 1 and (kind := kinds.pop()) in _JSON_KINDS:
+        what, accepts = _JSON_KINDS[kind]
+        if not accepts(value):
+            raise PydanticCustomError("json_type", f"must be {what}")
 
 
 class Strict(Schema):
     """Unknown fields are refused (400 memory_invalid naming the field): the model never
-    supplies project, application, run, author or trust. NUL characters are refused too."""
+    supplies project, application, run, author or trust. Every string must be valid Unicode
+    text without NUL characters, and every value of the JSON type the schema gives (no number
+    taken for a boolean, no boolean for a number, no number for a date): 400 memory_invalid
+    naming the field."""
 
     model_config = ConfigDict(extra="forbid")
 
-    @model_validator(mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        _nul_free(data)
-        return data
+    def _exact_and_storable(cls, value: Any, info: ValidationInfo) -> Any:
+        _exact_json(value, cls.model_fields[info.field_name].annotation)
+        return _storable(value)
 
 
 # --- Agent tools ------------------------------------------------------------------------------
@@ -248,7 +290,11 @@ class ToolsOut(Schema):
 
 class MemorySaveIn(Strict):
     text: str = Field(min_length=1, description=f"The fact, at most {FACT_MAX} characters.")
-    expiresAt: datetime | None = None
+    expiresAt: datetime | None = Field(
+        None,
+        description="When the fact expires (ISO 8601, in the future). A time without a UTC "
+        "offset is taken as UTC. Default: 90 days after the save.",
+    )
     supersedes: str | None = None
     agentId: str | None = None
 
@@ -326,8 +372,8 @@ class StateIn(Strict):
 
 
 class ProjectIn(Strict):
-    id: str
-    name: str = ""
+    id: str = Field(max_length=SLUG_MAX, description="A slug: letters, digits, - and _.")
+    name: str = Field("", max_length=NAME_MAX, description="Display name (default: the id).")
 
 
 class MemberIn(Strict):
@@ -336,13 +382,15 @@ class MemberIn(Strict):
 
 
 class ApplicationIn(Strict):
-    id: str
-    name: str = ""
+    id: str = Field(max_length=SLUG_MAX, description="A slug: letters, digits, - and _.")
+    name: str = Field("", max_length=NAME_MAX, description="Display name (default: the id).")
 
 
 class RepositoryIn(Strict):
-    id: str
-    path: str
+    id: str = Field(max_length=SLUG_MAX, description="A slug: letters, digits, - and _.")
+    path: str = Field(
+        min_length=1, max_length=PATH_MAX, description="The git repository's path on the server."
+    )
 
 
 class LinkIn(Strict):
@@ -350,7 +398,7 @@ class LinkIn(Strict):
 
 
 class AgentIn(Strict):
-    name: str
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     stage: Literal["assess", "understand", "design", "implement", "review", "runtime"]
     applicationId: str | None = None
 
@@ -484,6 +532,65 @@ class ProjectDeleteOut(Schema):
     reviewRuns: int
     toolCallCounts: int
     startRecalls: int
+
+
+class RevertIn(Strict):
+    """`dryRun: true` answers the preview and changes nothing. `includeReviewed` ticks notes a
+    person already reviewed (kept otherwise); `confirm` is the run id, needed above 20
+    changes."""
+
+    dryRun: bool = False
+    includeReviewed: list[str] = Field(default_factory=list, max_length=2000)
+    confirm: str | None = Field(None, max_length=64)
+
+
+class RevertNoteOut(Schema):
+    id: str
+    kind: str
+    scope: str
+    trust: str
+    status: str
+    agentId: str | None
+    runId: str
+
+
+class RevertReviewedOut(RevertNoteOut):
+    selected: bool
+
+
+class RevertBackOut(RevertNoteOut):
+    why: Literal["superseded", "archived", "forgotten"]
+
+
+class RevertKeptOut(RevertNoteOut):
+    reason: str
+
+
+class RevertOut(Schema):
+    """A revert's impact (the preview, or what was applied): the shared notes forgotten, the
+    facts and day rows vetoed, the reviewed notes (changed only when selected), what comes
+    back, and what was left as it is with the reason."""
+
+    runId: str
+    runIds: list[str]
+    dryRun: bool
+    revertId: str | None
+    forget: list[RevertNoteOut]
+    veto: list[RevertNoteOut]
+    dayRows: list[RevertNoteOut]
+    reviewed: list[RevertReviewedOut]
+    bringBack: list[RevertBackOut]
+    kept: list[RevertKeptOut]
+    changes: int
+    confirmRequired: bool
+    counts: dict[str, int]
+
+
+class RevertUndoOut(Schema):
+    revertId: str
+    runId: str
+    restored: list[str]
+    skipped: dict[str, str]
 
 
 class ErrorBody(Schema):

@@ -1,6 +1,13 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class DashboardConfig(AppConfig):
     name = "memory_portal.dashboard"
     label = "dashboard"
+
+    def ready(self) -> None:
+        from memory_portal.checks import static_files_collected
+
+        # A deployment check: development (DEBUG) serves plain names and never needs it.
+        checks.register(static_files_collected, checks.Tags.staticfiles, deploy=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from memory_portal.memory.ids import is_public_id
+
 from . import throttling
 
 BULK_ACTIONS = {
@@ -28,21 +30,21 @@ class ThrottledAuthenticationForm(AuthenticationForm):
     throttled = False
 
     def clean(self):
-        username = self.cleaned_data.get("username") or ""
+        username = self.cleaned_data.get("username")
+        if username is None or not self.cleaned_data.get("password"):
+            return super().clean()  # a field is missing or invalid: no password is checked
         address = throttling.client_address(self.request)
-        if throttling.is_locked(username, address):
+        # The attempt is counted before the password is checked, so concurrent attempts
+        # cannot all pass a check made before any of them failed.
+        if not throttling.attempt_begin(username, address):
             self.throttled = True
             raise forms.ValidationError(
                 self.error_messages["throttled"],
                 code="throttled",
                 params={"minutes": throttling.WINDOW_SECONDS // 60},
             )
-        try:
-            cleaned = super().clean()
-        except forms.ValidationError:
-            throttling.record_failure(username, address)
-            raise
-        throttling.reset(username, address)
+        cleaned = super().clean()  # a wrong password raises: the attempt stays counted
+        throttling.attempt_succeeded(username, address)
         return cleaned
 
 
@@ -106,9 +108,23 @@ class BulkForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # Any id is accepted here; the services find (or refuse) each note.
+        # Any well-formed id is accepted here; the services find (or refuse) each note.
         self.fields["ids"].choices = [(i, i) for i in self.data.getlist("ids")]
         self.fields["ids"].error_messages["required"] = "Select at least one note."
+
+    def clean_ids(self):
+        """A malformed id (NUL, quotes, a page of text) is no note of any project: refuse the
+        whole action, so nothing is half done on input no page of the dashboard sends."""
+        ids = self.cleaned_data["ids"]
+        malformed = [i for i in ids if not is_public_id(i, "mem")]
+        if malformed:
+            shown = malformed[0][:40].encode("unicode_escape").decode("ascii")
+            raise forms.ValidationError(
+                f"{shown!r} is not a note id; nothing was changed. Select notes on the page "
+                "and try again.",
+                code="malformed",
+            )
+        return ids
 
 
 class LiftForm(forms.Form):

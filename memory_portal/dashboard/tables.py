@@ -11,6 +11,10 @@ from django_tables2.paginators import LazyPaginator
 from memory_portal.memory.models import AuditEvent, Note, Run
 
 PER_PAGE_CHOICES = (25, 50, 100)
+# Past any page a table can have; bounding the number keeps the SQL OFFSET within the
+# database's integers (an out-of-range page then shows the last page, or the first of the
+# audit log, whose length is not counted).
+PAGE_MAX = 1_000_000
 
 
 class NoteTable(tables.Table):
@@ -85,7 +89,8 @@ class AuditTable(tables.Table):
 
 def paginate(table: tables.Table, request, *, lazy: bool = False) -> tables.Table:
     """Sort and paginate from the query string. `per_page` is one of PER_PAGE_CHOICES, and an
-    out-of-range page shows the last one instead of failing."""
+    out-of-range page (past the last, below the first, or past any integer the database
+    holds) shows the nearest one instead of failing."""
     sort = request.GET.getlist(table.prefixed_order_by_field)
     if sort and table.orderable:
         table.order_by = sort
@@ -101,7 +106,9 @@ def paginate(table: tables.Table, request, *, lazy: bool = False) -> tables.Tabl
         page = 1
     paginator_class = LazyPaginator if lazy else Paginator
     try:
-        table.paginate(paginator_class=paginator_class, per_page=per_page, page=max(page, 1))
+        table.paginate(
+            paginator_class=paginator_class, per_page=per_page, page=min(max(page, 1), PAGE_MAX)
+        )
     except (EmptyPage, PageNotAnInteger):
         last = 1 if lazy else table.paginator.num_pages
         table.page = table.paginator.page(last)

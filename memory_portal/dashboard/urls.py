@@ -48,4 +48,6 @@ urlpatterns = [
     path(P + "runs/", views.runs, name="runs"),
     path(P + "runs/<str:run_id>/", views.run_detail, name="run"),
     path(P + "runs/<str:run_id>/delete/", views.run_delete, name="run-delete"),
+    path(P + "runs/<str:run_id>/revert/", views.run_revert, name="run-revert"),
+    path(P + "runs/<str:run_id>/revert/undo/", views.run_revert_undo, name="run-revert-undo"),
 ]

@@ -17,7 +17,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from memory_portal.memory import recall, selectors, services
@@ -25,6 +25,7 @@ from memory_portal.memory.access import is_administrator
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Note
+from memory_portal.memory.services.revert import CONFIRM_THRESHOLD, run_revert_latest
 
 from .filters import KNOWN_ACTIONS, AuditFilter, NoteFilter
 from .forms import (
@@ -111,9 +112,10 @@ def _project_context(access: selectors.ProjectAccess, *, fresh: bool = False) ->
 
 
 def _next_url(request, access: selectors.ProjectAccess) -> str:
-    """Where a no-JavaScript POST returns: the page it came from (same host only)."""
+    """Where a no-JavaScript POST returns: the page it came from — a path on this site. Not
+    a bare word either: `redirect()` would look it up as a URL name (and fail, or go there)."""
     candidate = request.POST.get("next") or request.GET.get("next") or ""
-    if candidate and url_has_allowed_host_and_scheme(
+    if candidate.startswith("/") and url_has_allowed_host_and_scheme(
         candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return candidate
@@ -417,6 +419,7 @@ def run_detail(request, slug, run_id):
         **_project_context(access),
         "detail": detail,
         "run": detail.run,
+        "revert": run_revert_latest(run=detail.run),
         "table": table,
         "delete_form": DeleteRunForm(),
         "bulk_actions": BULK_ACTIONS,
@@ -879,3 +882,66 @@ def run_delete(request, slug, run_id):
         "its notes keep their provenance.",
     )
     return redirect(reverse("dashboard:runs", args=[slug]))
+
+
+@require_http_methods(["GET", "POST"])
+@person_view
+def run_revert(request, slug, run_id):
+    """The revert of a run: GET shows the impact preview (managers), POST applies it — with
+    the reviewed notes ticked and, above the threshold, the run id typed — then redirects to
+    the run page."""
+    access = _access(request, slug)
+    actor = _actor(request)
+    run = selectors.run_in_project(actor=actor, project=access.project, run_id=run_id)
+    run_page = reverse("dashboard:run", args=[slug, run.pk])
+    if request.method == "POST":
+        try:
+            plan, revert = services.run_revert(
+                actor=actor,
+                run=run,
+                dry_run=False,
+                include_reviewed=request.POST.getlist("include_reviewed"),
+                confirm=request.POST.get("confirm", "").strip() or None,
+            )
+        except MemoryPortalError as err:
+            messages.error(request, f"{err.message} {err.hint}")
+            return redirect(reverse("dashboard:run-revert", args=[slug, run.pk]))
+        messages.success(
+            request,
+            f"Reverted run {run.pk} ({revert.pk}): {len(plan.forget)} forgotten, "
+            f"{len(plan.veto) + len(plan.day_rows)} vetoed, {len(plan.bring_back)} brought back.",
+        )
+        return redirect(run_page)
+    plan, _ = services.run_revert(actor=actor, run=run, dry_run=True)
+    context = {
+        **_project_context(access),
+        "run": run,
+        "plan": plan,
+        "threshold": CONFIRM_THRESHOLD,
+        "confirm_possible": plan.changes + len(plan.reviewed) > CONFIRM_THRESHOLD,
+        "tab": "runs",
+    }
+    return render(request, "dashboard/run_revert.html", context)
+
+
+@require_POST
+@person_view
+def run_revert_undo(request, slug, run_id):
+    access = _access(request, slug)
+    actor = _actor(request)
+    run = selectors.run_in_project(actor=actor, project=access.project, run_id=run_id)
+    run_page = reverse("dashboard:run", args=[slug, run.pk])
+    revert = run_revert_latest(run=run)
+    if revert is None:
+        messages.error(request, f"Run {run.pk} has no revert to undo.")
+        return redirect(run_page)
+    try:
+        result = services.run_revert_undo(actor=actor, revert_id=revert.pk)
+    except MemoryPortalError as err:
+        messages.error(request, f"{err.message} {err.hint}")
+        return redirect(run_page)
+    skipped = f"; {len(result.skipped)} changed since and left alone" if result.skipped else ""
+    messages.success(
+        request, f"Undid revert {revert.pk}: {len(result.restored)} notes put back{skipped}."
+    )
+    return redirect(run_page)

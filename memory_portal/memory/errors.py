@@ -51,7 +51,11 @@ CODES: dict[str, ErrorCode] = {
     "memory_invalid": ErrorCode(400, "Fix the named field and retry."),
     "memory_evidence_invalid": ErrorCode(400, "Cite a regular file at the pinned revision."),
     "memory_recovery_not_found": ErrorCode(404, "List recoveries for a valid rec_ id."),
+    "memory_revert_undone": ErrorCode(409, "Revert the run again if its notes must go."),
     "scratchpad_full": ErrorCode(409, "Clear completed items first."),
+    "review_running": ErrorCode(
+        409, "Wait for the running review to finish; its result shows on the agent's page."
+    ),
     "scratchpad_item_not_found": ErrorCode(404, "List the scratchpad for valid itm_ ids."),
     "auth_required": ErrorCode(401, "Send Authorization: Bearer <token>."),
     "auth_invalid": ErrorCode(

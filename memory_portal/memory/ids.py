@@ -1,6 +1,12 @@
 """Public ids: a type prefix and a lowercase ULID (`mem_01j…`), sortable by creation time."""
 
+import re
+
 from ulid import ULID
+
+# What a public id can look like: its prefix, then letters and digits (a ULID is 26), within
+# the 40-character column. Anything else — NUL, quotes, non-ASCII, a page of text — is no id.
+_PUBLIC_ID = re.compile(r"[0-9a-z]{1,36}", re.ASCII)
 
 
 def make_id(prefix: str) -> str:
@@ -25,3 +31,13 @@ def new_recovery_id() -> str:
 
 def new_item_id() -> str:
     return make_id("itm")
+
+
+def is_public_id(value: str, prefix: str) -> bool:
+    """Whether `value` has the shape of a public id with `prefix` (it may still not exist)."""
+    head, sep, tail = value.partition("_")
+    return head == prefix and bool(sep) and _PUBLIC_ID.fullmatch(tail) is not None
+
+
+def new_revert_id() -> str:
+    return make_id("rvt")

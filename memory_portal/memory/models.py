@@ -8,7 +8,14 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .ids import new_agent_id, new_item_id, new_note_id, new_recovery_id, new_run_id
+from .ids import (
+    new_agent_id,
+    new_item_id,
+    new_note_id,
+    new_recovery_id,
+    new_revert_id,
+    new_run_id,
+)
 
 
 class Stage(models.TextChoices):
@@ -548,3 +555,38 @@ class ReviewRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.routine_id} {self.day} {self.trigger} {self.status}"
+
+
+class RunRevert(models.Model):
+    """One revert of a run (and its nested runs): exactly what it changed, note by note, so
+    its undo puts back that and nothing else (services/revert.py)."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_revert_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="run_reverts")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="reverts"
+    )
+    run_ref = models.CharField(max_length=40, db_index=True)
+    run_ids = models.JSONField(default=list, blank=True)
+    # One entry per changed note: {"note", "action", …what undo needs to put it back}.
+    items = models.JSONField(default=list, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        db_table = "project_memory_run_revert"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.id} of {self.run_ref}"
+
+    @property
+    def undone(self) -> bool:
+        return self.undone_at is not None

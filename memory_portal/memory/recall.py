@@ -22,7 +22,7 @@ from .errors import invalid
 from .models import Agent, Kind, Note, Scope, StartRecall
 from .selectors import AgentView, agent_for_memories, agent_visible_q, setting_get
 from .services import notes_mark_recalled
-from .validation import RECALL_QUERY_MAX, reject_nul
+from .validation import RECALL_QUERY_MAX, reject_unstorable
 
 MAX_MEMORIES = 300
 MAX_MEMORY_TOKENS = 12_000
@@ -718,7 +718,7 @@ def recall(
     if query is not None:
         if not isinstance(query, str):
             raise invalid("query", "query must be a string.")
-        reject_nul("query", query)
+        reject_unstorable("query", query)
         if len(query) > RECALL_QUERY_MAX:
             raise invalid("query", f"query holds at most {RECALL_QUERY_MAX} characters.")
     if start and actor.is_agent and mark and not _claim_start(actor, now):

@@ -217,9 +217,9 @@ def notes_search(
     """Full-text search over what the actor may list. PostgreSQL: websearch_to_tsquery over the
     generated `search_vector` column (GIN index), best rank first. SQLite: every word must occur
     in content or summary, newest first."""
-    from .validation import reject_nul
+    from .validation import reject_unstorable
 
-    reject_nul("query", query)
+    reject_unstorable("query", query)
     qs = notes_for_actor(actor=actor, project=project)
     if kind:
         qs = qs.filter(kind=kind)

@@ -10,9 +10,10 @@ from django.tasks import task
 
 @task
 def run_review_routine(
-    routine_id: int, day: str, now: str, trigger: str = "schedule"
+    routine_id: int, day: str, now: str, trigger: str = "schedule", review_id: int | None = None
 ) -> int | None:
-    """One daily review; returns the ReviewRun id, or None when the day was already run."""
+    """One daily review (`review_id`: the run a person's "Run now" claimed); returns the
+    ReviewRun id, or None when the day was already run or a review is still running."""
     from .services.routines import routine_execute
 
     review = routine_execute(
@@ -20,5 +21,6 @@ def run_review_routine(
         day=date.fromisoformat(day),
         trigger=trigger,
         now=datetime.fromisoformat(now),
+        review_id=review_id,
     )
     return review.pk if review is not None else None

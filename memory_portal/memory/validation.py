@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from datetime import date
+from datetime import UTC, date, datetime
 
 from . import secrets
 from .errors import MemoryPortalError, invalid
@@ -46,12 +46,48 @@ def content_key(text: str) -> str:
     return hashlib.sha256(content_key_text(text).encode()).hexdigest()
 
 
-def reject_nul(field: str, value: str) -> str:
-    """NUL characters cannot be stored (PostgreSQL refuses them in text) and never belong in a
-    note: refuse them with a clear error instead of a server failure."""
+NAME_MAX = 200  # the name of a project, an application or an agent
+SLUG_MAX = 64
+PATH_MAX = 1000  # a repository's path on the server
+
+
+def unstorable(value: str) -> str | None:
+    """Why `value` is not text the database can store, or None. NUL characters are refused by
+    PostgreSQL; a lone surrogate (`"\\ud800"`, a valid JSON escape) is not a Unicode character
+    at all, so it cannot be encoded as UTF-8 for either database."""
     if "\x00" in value:
-        raise invalid(field, f"{field} contains a NUL character.", hint="Remove it and retry.")
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"is not valid Unicode text (a lone surrogate, U+{ord(value[exc.start]):04X})"
+    return None
+
+
+def reject_unstorable(field: str, value: str) -> str:
+    """Refuse text that cannot be stored (NUL, lone surrogates) with a clear error naming the
+    field, instead of a server failure."""
+    reason = unstorable(value)
+    if reason is not None:
+        raise invalid(field, f"{field} {reason}.", hint="Send valid Unicode text and retry.")
     return value
+
+
+def require_name(field: str, value: object, *, max_len: int = NAME_MAX) -> str:
+    """A display name (projects, applications, agents): one line of text, checked against its
+    column before the database sees it."""
+    if not isinstance(value, str):
+        raise invalid(field, f"{field} must be a string.")
+    name = reject_unstorable(field, value).strip()
+    if not name:
+        raise invalid(field, f"{field} must not be empty.", hint=f"Send {field} with visible text.")
+    if len(name) > max_len:
+        raise invalid(
+            field,
+            f"{field} has {len(name)} characters; the limit is {max_len}.",
+            hint=f"Shorten {field} to {max_len} characters.",
+        )
+    return name
 
 
 def require_text(
@@ -59,7 +95,7 @@ def require_text(
 ) -> str:
     if not isinstance(value, str):
         raise invalid(field, f"{field} must be a string.")
-    text = normalize_text(reject_nul(field, value))
+    text = normalize_text(reject_unstorable(field, value))
     if not content_key_text(text):
         raise invalid(
             field,
@@ -80,6 +116,23 @@ def require_text(
     return text
 
 
+def future_expiry(value: object, *, now: datetime, field: str = "expiresAt") -> datetime:
+    """An expiry as stored: in UTC, in the future. A time without a UTC offset is taken as UTC
+    (docs/API.md); one that cannot be expressed in UTC (year 1 or 9999 pushed past the calendar
+    by its offset) is refused."""
+    if not isinstance(value, datetime):
+        raise invalid(field, f"{field} must be a date and time.")
+    if value.utcoffset() is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        value = value.astimezone(UTC)
+    except OverflowError as exc:
+        raise invalid(field, f"{field} lies outside the calendar once converted to UTC.") from exc
+    if value <= now:
+        raise invalid(field, f"{field} must be in the future.")
+    return value
+
+
 def optional_summary(value: object) -> str:
     if value is None:
         return ""
@@ -97,7 +150,7 @@ def normalize_tags(value: object) -> list[str]:
     for raw in value:
         if not isinstance(raw, str):
             raise invalid("tags", "Every tag must be a string.")
-        tag = reject_nul("tags", raw).strip().lower()
+        tag = reject_unstorable("tags", raw).strip().lower()
         if not tag or len(tag) > TAG_MAX:
             raise invalid("tags", f"Tags are 1–{TAG_MAX} characters.")
         if not TAG_RE.match(tag):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -15,16 +14,6 @@ from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import Note
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache(django_db_setup, django_db_blocker):
-    # Login throttling counts in the (database) cache; every test starts from zero.
-    with django_db_blocker.unblock():
-        cache.clear()
-    yield
-    with django_db_blocker.unblock():
-        cache.clear()
 
 
 def client_for(user) -> Client:

@@ -188,8 +188,9 @@ def test_logged_in_pages_send_security_headers(world, manager_client, name):
     assert "frame-ancestors 'none'" in response["Content-Security-Policy"]
 
 
-def test_check_deploy_is_clean_under_production_settings():
-    """README's production settings pass `manage.py check --deploy` without a warning."""
+def test_check_deploy_is_clean_under_production_settings(tmp_path):
+    """README's production settings and steps (collectstatic, then `manage.py check --deploy`)
+    pass without a warning."""
     import os
     import secrets
     import subprocess
@@ -203,7 +204,17 @@ def test_check_deploy_is_clean_under_production_settings():
         "SECRET_KEY": secrets.token_urlsafe(60),
         "ALLOWED_HOSTS": "memory.example.com",
         "MEMORY_PORTAL_HTTPS": "true",
+        "STATIC_ROOT": str(tmp_path / "static"),
     }
+    collected = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert collected.returncode == 0, collected.stderr
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=root,

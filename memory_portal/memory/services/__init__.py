@@ -20,6 +20,7 @@ from .notes import (
     note_write,
     notes_mark_recalled,
 )
+from .revert import run_revert, run_revert_undo
 from .routines import (
     routine_delete,
     routine_ensure,
@@ -92,6 +93,8 @@ __all__ = [
     "run_call_consume",
     "run_create",
     "run_delete",
+    "run_revert",
+    "run_revert_undo",
     "run_update",
     "scratchpad_add",
     "scratchpad_clear",

@@ -3,6 +3,10 @@ all inside the caller's transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -10,6 +14,19 @@ from .. import fastsql
 from ..access import project_not_found
 from ..actors import Actor
 from ..models import AuditEvent, MemorySetting, Note, Project
+
+# Details every audit event written inside `audit_context` carries (a run revert marks the
+# per-note events of the services it calls with its id and run).
+_audit_extra: ContextVar[dict | None] = ContextVar("audit_extra", default=None)
+
+
+@contextmanager
+def audit_context(**details) -> Iterator[None]:
+    token = _audit_extra.set({**(_audit_extra.get() or {}), **details})
+    try:
+        yield
+    finally:
+        _audit_extra.reset(token)
 
 
 def lock_setting(project: Project) -> MemorySetting:
@@ -64,7 +81,7 @@ def audit_event(
         note_ref=note.pk if note is not None else "",
         recovery_ref=recovery_id,
         target_ref=target,
-        details=details or {},
+        details={**(_audit_extra.get() or {}), **(details or {})},
     )
     if actor is None:
         event.actor_label = "system"

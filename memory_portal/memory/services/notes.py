@@ -50,6 +50,7 @@ from ..validation import (
     check_no_secret,
     check_payload_size,
     day_row_identity,
+    future_expiry,
     normalize_tags,
     optional_summary,
     require_text,
@@ -371,8 +372,8 @@ def note_write(
             raise invalid("date", "A daily note's date cannot be in the future (UTC).")
     elif day is not None:
         raise invalid("date", "date applies to target daily only.")
-    if expires_at is not None and expires_at <= timezone.now():
-        raise invalid("expiresAt", "expiresAt must be in the future.")
+    if expires_at is not None:
+        expires_at = future_expiry(expires_at, now=timezone.now())
     text = require_text("content", content, max_len=CONTENT_MAX)
     summary_text = optional_summary(summary)
     tag_list = normalize_tags(tags)
@@ -427,8 +428,8 @@ def fact_save(
     now = timezone.now()
     if expires_at is None:
         expires_at = now + timedelta(days=settings.MEMORY_PORTAL["FACT_DEFAULT_EXPIRY_DAYS"])
-    elif expires_at <= now:
-        raise invalid("expiresAt", "expiresAt must be in the future.")
+    else:
+        expires_at = future_expiry(expires_at, now=now)
     note = _agent_fact(agent, fact, expires_at)
     _provenance(actor, note)
     result = _insert(
@@ -920,8 +921,7 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
 
 def note_renew(*, actor: Actor, note_id: str, expires_at: datetime) -> Note:
     """Push a fact's expiry forward (the daily review renews facts still being recalled)."""
-    if expires_at <= timezone.now():
-        raise invalid("expiresAt", "expiresAt must be in the future.")
+    expires_at = future_expiry(expires_at, now=timezone.now())
     with transaction.atomic():
         note, setting = _locked_note(actor, note_id)
         check_agent_gate(actor, setting, write=True)

@@ -37,6 +37,9 @@ RENEW_FOR = timedelta(days=90)
 REVIEW_TASK_KEY = "memory-dreaming"
 LIFT_RE = re.compile(r"^\d\d:\d\d (?:\S+ )?(?:fact|learned):\s*(?P<text>.+)$", re.I)
 FLAGGED_IDS_KEPT = 50
+# A review runs for seconds; one still "running" after this long was abandoned by a process
+# that died, and no longer keeps the next one from starting.
+REVIEW_LEASE = timedelta(minutes=30)
 
 
 def next_due(after: datetime) -> datetime:
@@ -99,16 +102,26 @@ def routine_delete(*, actor: Actor, agent: Agent) -> ReviewRoutine:
 
 
 def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) -> ReviewRun | None:
-    """A person runs the review at once (a manual run; the daily schedule is unchanged). It
-    goes through the task backend like a scheduled run; with the immediate backend the run is
-    done on return, with a worker backend it is queued (None)."""
+    """A person runs the review at once (a manual run; the daily schedule is unchanged). The
+    run is claimed here, in the person's request, so while one is running (or queued) another
+    "Run now" is refused (`review_running`) and nothing is recorded for it. The claimed run
+    goes through the task backend like a scheduled one; with the immediate backend it is done
+    on return, with a worker backend it is queued (None)."""
     from ..tasks import run_review_routine
 
     routine = _routine_for(actor, agent)
     now = now or timezone.now()
-    audit(actor=actor, action="routine.run_now", project=agent.project, target=agent.pk)
+    with transaction.atomic():
+        review = _claim(routine, now.date(), "manual", now)
+        if review is None:
+            raise _already_running(routine, agent, now)
+        audit(actor=actor, action="routine.run_now", project=agent.project, target=agent.pk)
     result = run_review_routine.enqueue(
-        routine_id=routine.pk, day=now.date().isoformat(), now=now.isoformat(), trigger="manual"
+        routine_id=routine.pk,
+        day=now.date().isoformat(),
+        now=now.isoformat(),
+        trigger="manual",
+        review_id=review.pk,
     )
     if result.status == TaskResultStatus.FAILED:
         raise MemoryPortalError(
@@ -124,11 +137,32 @@ def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) 
 # --- One execution ----------------------------------------------------------------------------
 
 
+def _running(routine: ReviewRoutine, now: datetime):
+    return ReviewRun.objects.filter(
+        routine=routine, status=RunStatus.RUNNING, started_at__gt=now - REVIEW_LEASE
+    )
+
+
+def _already_running(routine: ReviewRoutine, agent: Agent, now: datetime) -> MemoryPortalError:
+    running = _running(routine, now).order_by("started_at").first()
+    since = f" (started {running.started_at:%H:%M} UTC)" if running else ""
+    return MemoryPortalError(
+        "review_running",
+        f"The daily review of {agent.name} is already running{since}; this one was not started.",
+    )
+
+
 def _claim(routine: ReviewRoutine, day: date, trigger: str, now: datetime) -> ReviewRun | None:
-    """Record the run before doing anything. A scheduled run is unique per routine and day,
-    so a second copy of the cron command (or a retry) finds the claim taken and stops."""
+    """Record the run before doing anything, one run at a time per routine: under the
+    routine's row lock (SQLite: the IMMEDIATE transaction), a review still running means this
+    one does not start. A scheduled run is also unique per routine and day, so a second copy
+    of the cron command (or a retry) finds the claim taken and stops; one that found a manual
+    run in progress stays due and runs at the next cron call."""
     try:
         with transaction.atomic():
+            ReviewRoutine.objects.select_for_update().filter(pk=routine.pk).exists()
+            if _running(routine, now).exists():
+                return None
             review = ReviewRun.objects.create(
                 routine=routine, day=day, trigger=trigger, started_at=now
             )
@@ -140,17 +174,28 @@ def _claim(routine: ReviewRoutine, day: date, trigger: str, now: datetime) -> Re
 
 
 def routine_execute(
-    *, routine_id: int, day: date, trigger: str, now: datetime | None = None
+    *,
+    routine_id: int,
+    day: date,
+    trigger: str,
+    now: datetime | None = None,
+    review_id: int | None = None,
 ) -> ReviewRun | None:
-    """Run the four steps for one routine and day. Returns None when there is nothing to do
-    (deleted, paused for a scheduled run, or the day already claimed)."""
+    """Run the four steps for one routine and day: the run `review_id` claimed already (a
+    manual run), or a new claim. Returns None when there is nothing to do (deleted, paused for
+    a scheduled run, the day already claimed, or a review of the routine still running)."""
     now = now or timezone.now()
     routine = ReviewRoutine.objects.select_related("agent__project").get(pk=routine_id)
-    if routine.deleted_at is not None or (trigger == "schedule" and routine.paused):
-        return None
-    review = _claim(routine, day, trigger, now)
-    if review is None:
-        return None
+    if review_id is not None:
+        review = ReviewRun.objects.select_related("routine__agent__project").get(pk=review_id)
+        if review.status != RunStatus.RUNNING:
+            return review  # a retried task: the claimed run has finished already
+    else:
+        if routine.deleted_at is not None or (trigger == "schedule" and routine.paused):
+            return None
+        review = _claim(routine, day, trigger, now)
+        if review is None:
+            return None
     agent = routine.agent
     run = run_create(actor=None, agent=agent, task_key=REVIEW_TASK_KEY)
     actor = Actor.agent_run(run)

@@ -38,7 +38,13 @@ from ..models import (
     StartRecall,
     Status,
 )
-from ..validation import check_no_secret, reject_nul
+from ..validation import (
+    PATH_MAX,
+    SLUG_MAX,
+    check_no_secret,
+    reject_unstorable,
+    require_name,
+)
 from ._common import audit, audit_event, bump, lock_setting
 
 STEP_MAX = 100  # Note.step and Run.current_step
@@ -54,8 +60,8 @@ def _slug(field: str, value: object) -> str:
     from django.core.exceptions import ValidationError
     from django.core.validators import validate_slug
 
-    if not isinstance(value, str) or not value or len(value) > 64:
-        raise invalid(field, f"{field} must be a slug of 1–64 characters.")
+    if not isinstance(value, str) or not value or len(value) > SLUG_MAX:
+        raise invalid(field, f"{field} must be a slug of 1–{SLUG_MAX} characters.")
     try:
         validate_slug(value)
     except ValidationError as exc:
@@ -69,10 +75,11 @@ def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
     if actor is not None:
         _require_superuser(actor, "create projects")
     slug = _slug("id", slug)
+    name = require_name("name", name or slug)
     if Project.objects.filter(slug=slug).exists():
         raise invalid("id", f"Project {slug} already exists.")
     with transaction.atomic():
-        project = Project.objects.create(slug=slug, name=name or slug)
+        project = Project.objects.create(slug=slug, name=name)
         MemorySetting.objects.create(project=project)
         audit(actor=actor, action="project.create", project=project)
     return project
@@ -243,10 +250,11 @@ def application_create(
     if actor is not None:
         require_manager(actor, project)
     slug = _slug("id", slug)
+    name = require_name("name", name or slug)
     if Application.objects.filter(project=project, slug=slug).exists():
         raise invalid("id", f"Application {slug} already exists in {project.slug}.")
     with transaction.atomic():
-        application = Application.objects.create(project=project, slug=slug, name=name or slug)
+        application = Application.objects.create(project=project, slug=slug, name=name)
         audit(actor=actor, action="application.create", project=project, target=slug)
     return application
 
@@ -256,6 +264,9 @@ def repository_create(*, actor: Actor | None, slug: str, path: str) -> Repositor
     if actor is not None:
         _require_superuser(actor, "register repositories")
     slug = _slug("id", slug)
+    if not isinstance(path, str) or not path or len(path) > PATH_MAX:
+        raise invalid("path", f"path must be 1–{PATH_MAX} characters.")
+    reject_unstorable("path", path)
     if Repository.objects.filter(slug=slug).exists():
         raise invalid("id", f"Repository {slug} already exists.")
     evidence_checks.resolve_commit(repo_path=path, revision="HEAD")
@@ -311,13 +322,12 @@ def agent_create(
         require_manager(actor, project)
     if stage not in Stage.values:
         raise invalid("stage", f"stage must be one of {', '.join(Stage.values)}.")
-    if not isinstance(name, str) or not name.strip() or len(name) > 200:
-        raise invalid("name", "name must be 1–200 characters.")
+    name = require_name("name", name)
     if application is not None and application.project_id != project.pk:
         raise invalid("applicationId", "The application belongs to another project.")
     with transaction.atomic():
         agent = Agent.objects.create(
-            project=project, application=application, name=name.strip(), stage=stage
+            project=project, application=application, name=name, stage=stage
         )
         audit(actor=actor, action="agent.create", project=project, target=agent.pk)
     return agent
@@ -338,6 +348,7 @@ def run_create(
         raise invalid("parentRunId", "The parent run belongs to another project.")
     if len(task_key) > 64:
         raise invalid("taskKey", "taskKey holds at most 64 characters.")
+    reject_unstorable("taskKey", task_key)
     with transaction.atomic():
         run = Run(
             agent=agent,
@@ -368,7 +379,7 @@ def run_update(
     if step is not None:
         if not isinstance(step, str) or len(step) > STEP_MAX or "\n" in step:
             raise invalid("step", f"step is one line of at most {STEP_MAX} characters.")
-        step = reject_nul("step", step).strip()
+        step = reject_unstorable("step", step).strip()
         check_no_secret(step=step)
     with transaction.atomic():
         setting = lock_setting(run.project)

@@ -152,6 +152,9 @@ class Command(BaseCommand):
                     "ALLOWED_HOSTS": "127.0.0.1",
                     "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-" + "x" * 60,
                     "MEMORY_PORTAL_HTTPS": "false",
+                    # API calls only: plain static names, so no collectstatic is needed to
+                    # start (the WSGI module refuses to start without collected static files).
+                    "MEMORY_PORTAL_PLAIN_STATIC": "true",
                 }
                 self.proc = subprocess.Popen(
                     [

@@ -1,0 +1,1 @@
+"""`make fuzz`: the long fuzz run (fuzz/run.py)."""

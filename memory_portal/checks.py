@@ -1,0 +1,55 @@
+"""Deployment checks that would otherwise surface as a 500 on every page: with hashed static
+file names (DEBUG off), every page's `{% static %}` needs the manifest `collectstatic` writes.
+`manage.py check --deploy` reports it (memory_portal.E001), and the WSGI application refuses to
+start without it (`refuse_to_start_without_collected_static`), naming the command to run."""
+
+from __future__ import annotations
+
+from django.apps import apps
+from django.contrib.staticfiles import finders
+from django.contrib.staticfiles.storage import ManifestFilesMixin, staticfiles_storage
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+COLLECT_HINT = (
+    "Run `manage.py collectstatic --noinput` (README, Production) after every install or "
+    "upgrade, before the server starts."
+)
+
+
+def _not_collected() -> str | None:
+    """Why the static files cannot be served as collected, or None."""
+    storage = staticfiles_storage
+    if not isinstance(storage, ManifestFilesMixin):
+        return None  # plain names (DEBUG): served straight from the source tree
+    if not storage.manifest_storage.exists(storage.manifest_name):
+        return (
+            f"Static files have not been collected: {storage.manifest_name} is missing from "
+            f"{storage.location}, so every page would fail."
+        )
+    collected, _ = storage.load_manifest()
+    ignore = apps.get_app_config("staticfiles").ignore_patterns  # as collectstatic skips them
+    found = {path for finder in finders.get_finders() for path, _ in finder.list(ignore)}
+    missing = sorted(found - set(collected))
+    if missing:
+        return (
+            f"Static files changed since they were collected: {', '.join(missing[:3])}"
+            f"{' …' if len(missing) > 3 else ''} not in {storage.manifest_name}, so pages "
+            "using them would fail."
+        )
+    return None
+
+
+def static_files_collected(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problem = _not_collected()
+    if problem is None:
+        return []
+    return [checks.Error(problem, hint=COLLECT_HINT, id="memory_portal.E001")]
+
+
+def refuse_to_start_without_collected_static() -> None:
+    """Called by the WSGI entry point: a server that would answer 500 on every page does not
+    start, and says why (gunicorn shows it and exits: "Worker failed to boot")."""
+    problem = _not_collected()
+    if problem is not None:
+        raise ImproperlyConfigured(f"{problem} {COLLECT_HINT}")

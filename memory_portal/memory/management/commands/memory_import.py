@@ -1,0 +1,41 @@
+"""`manage.py memory_import FILE [--project NEW-SLUG]`: import an export, as the operator
+(superuser). The whole file is checked first; a bad file is reported line by line and nothing
+is written. Importing the same file twice changes nothing."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.portability import ImportInvalid, project_import
+
+
+class Command(BaseCommand):
+    help = "Import a project's memory from an NDJSON export (memory_export)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="the .jsonl file ('-' for standard input)")
+        parser.add_argument(
+            "--project", metavar="NEW-SLUG", help="import into this project (ids are remapped)"
+        )
+
+    def handle(self, *args, file: str, project: str | None, **options):
+        import sys
+
+        try:
+            if file == "-":
+                report = project_import(actor=None, lines=sys.stdin, project_slug=project)
+            else:
+                with open(file, encoding="utf-8") as handle:
+                    report = project_import(actor=None, lines=handle, project_slug=project)
+        except OSError as exc:
+            raise CommandError(f"Cannot read {file}: {exc.strerror}.") from exc
+        except ImportInvalid as exc:
+            for number, message in exc.errors:
+                self.stderr.write(f"line {number}: {message}" if number else message)
+            raise CommandError(f"{len(exc.errors)} problem(s); nothing was imported.") from exc
+        except MemoryPortalError as err:
+            raise CommandError(f"{err.message} {err.hint} Nothing was imported.") from err
+        verb = "Created" if report.created_project else "Imported into"
+        self.stdout.write(
+            f"{verb} project {report.project}{' (ids remapped)' if report.remapped else ''}: "
+            f"inserted {report.counts}, already there {report.unchanged}."
+        )

@@ -1,0 +1,500 @@
+"""Revert a run (and its nested runs), with an impact preview, and undo that revert (SPEC §3.5).
+
+A revert is built from the note services: the shared notes the runs wrote that are still
+active are forgotten (recovery records), their facts and day rows vetoed — the manager who
+reverts is the person recorded on the veto — and what the runs superseded, archived or forgot
+comes back where the rules allow. Notes a person already reviewed stay unless ticked. The
+RunRevert row keeps exactly what was changed, so its undo puts back that and nothing else.
+
+Which notes belong to a run is their provenance (`origin_run_ref`): an idempotent write that
+was answered with another run's note id did not write that note, so reverting the later run
+leaves it alone, and reverting the run that created it removes it for both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from ..access import require_manager, require_person
+from ..actors import Actor
+from ..errors import MemoryPortalError, invalid
+from ..ids import new_revert_id
+from ..models import (
+    REASON_EXPIRED,
+    REASON_SUPERSEDED,
+    REASON_VETOED,
+    AuditEvent,
+    Kind,
+    Note,
+    Recovery,
+    Run,
+    RunRevert,
+    Scope,
+    Status,
+    Trust,
+)
+from . import notes as note_services
+from ._common import audit, audit_context, bump, lock_setting
+
+# More changes than this need the run id typed as a confirmation.
+CONFIRM_THRESHOLD = 20
+
+
+@dataclass(frozen=True)
+class Kept:
+    note: Note
+    reason: str
+
+
+@dataclass
+class RevertPlan:
+    """The impact preview: what applying the revert would change, grouped."""
+
+    run: Run
+    run_ids: list[str]
+    forget: list[Note] = field(default_factory=list)  # shared notes (project / application)
+    veto: list[Note] = field(default_factory=list)  # the agents' own facts
+    day_rows: list[Note] = field(default_factory=list)  # day-log rows, vetoed whole
+    reviewed: list[Note] = field(default_factory=list)  # reviewed by a person: kept unless ticked
+    selected_reviewed: list[str] = field(default_factory=list)
+    bring_back: list[tuple[Note, str]] = field(default_factory=list)  # (note, "superseded"…)
+    kept: list[Kept] = field(default_factory=list)  # touched by the runs, left as they are
+
+    @property
+    def removals(self) -> list[Note]:
+        return self.forget + self.veto + self.day_rows
+
+    @property
+    def changes(self) -> int:
+        return len(self.removals) + len(self.bring_back)
+
+    @property
+    def confirm_required(self) -> bool:
+        return self.changes > CONFIRM_THRESHOLD
+
+    def counts(self) -> dict:
+        return {
+            "forgotten": len(self.forget),
+            "vetoed": len(self.veto),
+            "day_rows": len(self.day_rows),
+            "reviewed_included": len(self.selected_reviewed),
+            "reviewed_kept": len(self.reviewed) - len(self.selected_reviewed),
+            "brought_back": len(self.bring_back),
+            "kept": len(self.kept),
+        }
+
+
+def _run_ids(run: Run) -> list[str]:
+    """The run and every run nested under it (Run.parent, any depth)."""
+    ids = [run.pk]
+    frontier = [run.pk]
+    while frontier:
+        frontier = list(
+            Run.objects.filter(parent_id__in=frontier, project_id=run.project_id).values_list(
+                "pk", flat=True
+            )
+        )
+        frontier = [pk for pk in frontier if pk not in ids]
+        ids.extend(frontier)
+    return ids
+
+
+def _written_q(run: Run, run_ids: list[str]) -> Q:
+    q = Q(origin_run_ref__in=run_ids)
+    if run.top_level_run_id == run.pk:  # nested runs whose rows were deleted count too
+        q |= Q(top_level_run_id=run.pk)
+    return q
+
+
+def _day_row_shared(note: Note, run_ids: list[str]) -> bool:
+    """Did a run outside the reverted ones append lines to this day row?"""
+    return (
+        AuditEvent.objects.filter(note_ref=note.pk, action__in=["day.create", "day.append"])
+        .exclude(actor_run_id__in=run_ids)
+        .exists()
+    )
+
+
+def _blocked_reason(note: Note, removal_ids: set[str]) -> str | None:
+    """Why a note the runs replaced, archived or forgot may not come back: never content a
+    person vetoed, rejected or forgot (any copy of it in the project), never a rejected note,
+    never a second live copy."""
+    if note.trust == Trust.REJECTED:
+        return "rejected"
+    others = Note.objects.filter(project_id=note.project_id).exclude(pk__in=removal_ids | {note.pk})
+    if (
+        note.content_key
+        and others.filter(
+            Q(status=Status.FORGOTTEN)
+            | Q(trust=Trust.REJECTED)
+            | Q(status=Status.ARCHIVED, archive_reason=REASON_VETOED),
+            content_key=note.content_key,
+        ).exists()
+    ):
+        return "content_refused"
+    if others.filter(status=Status.ACTIVE, content_hash=note.content_hash).exists():
+        return "duplicate_live"
+    return None
+
+
+def _chain_head(note: Note, cache: dict[str, Note]) -> Note:
+    """Follow superseded_by to the newest note of the chain."""
+    seen = {note.pk}
+    while note.superseded_by_id and note.superseded_by_id not in seen:
+        nxt = (
+            cache.get(note.superseded_by_id)
+            or Note.objects.filter(pk=note.superseded_by_id).first()
+        )
+        if nxt is None:
+            break
+        cache[nxt.pk] = nxt
+        seen.add(nxt.pk)
+        note = nxt
+    return note
+
+
+def _plan(run: Run, include_reviewed: list[str] | None) -> RevertPlan:
+    run_ids = _run_ids(run)
+    plan = RevertPlan(run=run, run_ids=run_ids)
+    ticked = set(include_reviewed or [])
+    written = list(
+        Note.objects.filter(_written_q(run, run_ids), project_id=run.project_id).order_by(
+            "created_at", "id"
+        )
+    )
+    written_ids = {n.pk for n in written}
+    for note in written:
+        if note.status != Status.ACTIVE or note.trust == Trust.REJECTED:
+            continue
+        if note.trust == Trust.REVIEWED:
+            plan.reviewed.append(note)
+            if note.pk not in ticked:
+                continue
+            plan.selected_reviewed.append(note.pk)
+        if note.kind == Kind.DAY:
+            if _day_row_shared(note, run_ids):
+                plan.kept.append(Kept(note, "day_row_shared"))
+            else:
+                plan.day_rows.append(note)
+        elif note.scope == Scope.AGENT:
+            plan.veto.append(note)
+        else:
+            plan.forget.append(note)
+    unknown = ticked - {n.pk for n in plan.reviewed}
+    if unknown:
+        raise invalid(
+            "includeReviewed",
+            f"{sorted(unknown)[0]} is not a reviewed note this run wrote.",
+            hint="Tick only notes listed under reviewed in the preview.",
+        )
+
+    removal_ids = {n.pk for n in plan.removals}
+    cache = {n.pk: n for n in written}
+    # What the runs superseded: a replaced note comes back when the newest note of its chain
+    # is one this revert removes (a later replacement by someone else stands).
+    replaced = Note.objects.filter(
+        project_id=run.project_id,
+        status=Status.ARCHIVED,
+        archive_reason=REASON_SUPERSEDED,
+        superseded_by_id__in=written_ids,
+    ).exclude(pk__in=written_ids)
+    candidates: list[tuple[Note, str]] = []
+    for note in replaced.order_by("created_at", "id"):
+        if _chain_head(note, cache).pk in removal_ids:
+            candidates.append((note, "superseded"))
+    # What the runs archived (free reasons only; the product's own reasons are not an agent's
+    # doing) and nobody touched since.
+    archived = AuditEvent.objects.filter(
+        project_id=run.project_id, action="note.archive", actor_run_id__in=run_ids
+    ).order_by("id")
+    for event in archived:
+        note = Note.objects.filter(pk=event.note_ref).first()
+        if (
+            note is None
+            or note.pk in written_ids
+            or note.status != Status.ARCHIVED
+            or note.archive_reason in (REASON_VETOED, REASON_SUPERSEDED, REASON_EXPIRED)
+        ):
+            continue
+        latest = AuditEvent.objects.filter(note_ref=note.pk).order_by("-id").first()
+        if latest is not None and latest.pk == event.pk:
+            candidates.append((note, "archived"))
+    # What the runs forgot, while its recovery record exists.
+    forgotten = (
+        Recovery.objects.filter(project_id=run.project_id, forgotten_by_run_id__in=run_ids)
+        .exclude(note_id__in=written_ids)
+        .select_related("note")
+        .order_by("created_at", "id")
+    )
+    for recovery in forgotten:
+        candidates.append((recovery.note, "forgotten"))
+    seen: set[str] = set()
+    for note, how in candidates:
+        if note.pk in seen:
+            continue
+        seen.add(note.pk)
+        reason = _blocked_reason(note, removal_ids)
+        if reason is not None:
+            plan.kept.append(Kept(note, reason))
+        else:
+            plan.bring_back.append((note, how))
+    return plan
+
+
+def run_revert_preview(*, actor: Actor, run: Run, include_reviewed: list[str] | None = None):
+    """The impact preview alone (managers); nothing changes."""
+    require_person(actor, what="a revert")
+    require_manager(actor, run.project)
+    return _plan(run, include_reviewed)
+
+
+def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
+    item = {
+        "note": note.pk,
+        "action": "unsupersede",
+        "superseded_by": note.superseded_by_id,
+        "archived_at": note.archived_at.isoformat() if note.archived_at else None,
+    }
+    note.status = Status.ACTIVE
+    note.archive_reason = ""
+    note.archived_at = None
+    note.superseded_by = None
+    note_services._save(note, "status", "archive_reason", "archived_at", "superseded_by")
+    bump(setting)
+    audit(
+        actor=actor,
+        action="note.unarchive",
+        project=note.project,
+        note=note,
+        details={"was": "superseded", "superseded_by": item["superseded_by"]},
+    )
+    return item
+
+
+def run_revert(
+    *,
+    actor: Actor,
+    run: Run,
+    dry_run: bool,
+    include_reviewed: list[str] | None = None,
+    confirm: str | None = None,
+) -> tuple[RevertPlan, RunRevert | None]:
+    """Preview (dry_run) or apply the revert of `run` and its nested runs, in one transaction
+    under the project's setting-row lock. Above CONFIRM_THRESHOLD changes, `confirm` must be
+    the run id. Returns the plan and, when applied, the revert record."""
+    require_person(actor, what="a revert")
+    require_manager(actor, run.project)
+    if dry_run:
+        return _plan(run, include_reviewed), None
+    revert_id = new_revert_id()
+    with transaction.atomic():
+        setting = lock_setting(run.project)
+        plan = _plan(run, include_reviewed)  # judged again under the lock
+        if plan.confirm_required and confirm != run.pk:
+            raise invalid(
+                "confirm",
+                f"This revert changes {plan.changes} notes; confirm with the run id {run.pk}.",
+                hint=f"Nothing was changed; retry with confirm set to {run.pk}.",
+            )
+        items: list[dict] = []
+        with audit_context(revert=revert_id, reverted_with_run=run.pk):
+            for note in plan.forget:
+                recovery = note_services.note_forget(actor=actor, note_id=note.pk)
+                items.append({"note": note.pk, "action": "forget", "recovery": recovery.pk})
+            for note in plan.veto + plan.day_rows:
+                note_services.note_veto(actor=actor, note_id=note.pk)
+                items.append({"note": note.pk, "action": "veto"})
+            for note, how in plan.bring_back:
+                note = Note.objects.select_for_update().get(pk=note.pk)
+                if how == "superseded":
+                    items.append(_bring_back_superseded(actor, note, setting))
+                elif how == "archived":
+                    item = {
+                        "note": note.pk,
+                        "action": "unarchive",
+                        "reason": note.archive_reason,
+                        "archived_at": note.archived_at.isoformat() if note.archived_at else None,
+                    }
+                    note_services.note_unarchive(actor=actor, note_id=note.pk)
+                    items.append(item)
+                else:
+                    recovery = note.recovery
+                    item = {
+                        "note": note.pk,
+                        "action": "restore",
+                        "recovery": recovery.pk,
+                        "previous_status": recovery.previous_status,
+                        "forgotten_by_user": recovery.forgotten_by_user_id,
+                        "forgotten_by_agent_id": recovery.forgotten_by_agent_id,
+                        "forgotten_by_run_id": recovery.forgotten_by_run_id,
+                        "forgotten_by_top_level_run_id": recovery.forgotten_by_top_level_run_id,
+                        "created_at": recovery.created_at.isoformat(),
+                    }
+                    note_services.note_restore(actor=actor, recovery_id=recovery.pk)
+                    items.append(item)
+        counts = plan.counts()
+        revert = RunRevert.objects.create(
+            id=revert_id,
+            project=run.project,
+            run=run,
+            run_ref=run.pk,
+            run_ids=plan.run_ids,
+            items=items,
+            counts=counts,
+            created_by=actor.user,
+        )
+        bump(setting)
+        audit(
+            actor=actor,
+            action="run.revert",
+            project=run.project,
+            target=run.pk,
+            details={
+                "revert": revert_id,
+                "runs": plan.run_ids,
+                "counts": counts,
+                "forgotten": [n.pk for n in plan.forget],
+                "vetoed": [n.pk for n in plan.veto + plan.day_rows],
+                "brought_back": [n.pk for n, _ in plan.bring_back],
+                "kept": [k.note.pk for k in plan.kept],
+            },
+        )
+    return plan, revert
+
+
+def run_revert_latest(*, run: Run) -> RunRevert | None:
+    """The run's revert that can still be undone, if any."""
+    return RunRevert.objects.filter(run_ref=run.pk, undone_at__isnull=True).first()
+
+
+def _undo_item(actor: Actor, item: dict, setting) -> str | None:
+    """Put one note back as it was before the revert; None, or why it was left alone (a
+    person or agent changed it since)."""
+    note = Note.objects.select_for_update().filter(pk=item["note"]).first()
+    if note is None:
+        return "note_gone"
+    action = item["action"]
+    if action == "forget":
+        if not Recovery.objects.filter(pk=item["recovery"]).exists():
+            return "recovery_gone"
+        note_services.note_restore(actor=actor, recovery_id=item["recovery"])
+        return None
+    if action == "veto":
+        if not note.is_vetoed:
+            return "changed_since"
+        note_services.note_undo(actor=actor, note_id=note.pk)
+        return None
+    if action == "restore":
+        if note.status != item["previous_status"] or Recovery.objects.filter(note=note).exists():
+            return "changed_since"
+        Recovery.objects.create(
+            id=item["recovery"],
+            project_id=note.project_id,
+            note=note,
+            previous_status=item["previous_status"],
+            forgotten_by_user_id=item["forgotten_by_user"],
+            forgotten_by_agent_id=item["forgotten_by_agent_id"],
+            forgotten_by_run_id=item["forgotten_by_run_id"],
+            forgotten_by_top_level_run_id=item["forgotten_by_top_level_run_id"],
+            created_at=parse_datetime(item["created_at"]),
+        )
+        note.status = Status.FORGOTTEN
+        note_services._save(note, "status")
+        bump(setting)
+        audit(
+            actor=actor,
+            action="note.forget",
+            project=note.project,
+            note=note,
+            recovery_id=item["recovery"],
+        )
+        return None
+    if note.status != Status.ACTIVE:
+        return "changed_since"
+    archived_at = parse_datetime(item["archived_at"]) if item["archived_at"] else timezone.now()
+    note.status = Status.ARCHIVED
+    note.archived_at = archived_at
+    if action == "unsupersede":
+        note.archive_reason = REASON_SUPERSEDED
+        note.superseded_by_id = (
+            item["superseded_by"]
+            if Note.objects.filter(pk=item["superseded_by"]).exists()
+            else None
+        )
+        fields = ("status", "archive_reason", "archived_at", "superseded_by")
+    else:
+        note.archive_reason = item["reason"]
+        fields = ("status", "archive_reason", "archived_at")
+    note_services._save(note, *fields)
+    bump(setting)
+    audit(
+        actor=actor,
+        action="note.archive",
+        project=note.project,
+        note=note,
+        details={"reason": note.archive_reason},
+    )
+    return None
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    revert: RunRevert
+    restored: list[str]
+    skipped: dict[str, str]  # note id -> why it was left alone
+
+
+def run_revert_undo(*, actor: Actor, revert_id: str) -> UndoResult:
+    """Undo a revert: put back exactly what it changed (each note it forgot while its
+    recovery record exists, each note it vetoed while still vetoed; what it brought back is
+    archived, superseded or forgotten again). Notes changed since are left alone and listed in
+    the audit event. One transaction, audited `run.revert_undo`."""
+    require_person(actor, what="an undo of a revert")
+    revert = RunRevert.objects.select_related("project").filter(pk=revert_id).first()
+    if revert is None:
+        raise MemoryPortalError("not_found", f"No revert {revert_id}.", hint="Check the rvt_ id.")
+    require_manager(actor, revert.project)
+    with transaction.atomic():
+        setting = lock_setting(revert.project)
+        revert = RunRevert.objects.select_for_update().get(pk=revert_id)
+        if revert.undone:
+            raise MemoryPortalError(
+                "memory_revert_undone", f"Revert {revert.pk} was already undone."
+            )
+        # Hide again what came back first, so a restored note never meets a live twin.
+        order = {"unsupersede": 0, "unarchive": 0, "restore": 0, "veto": 1, "forget": 1}
+        items = sorted(revert.items, key=lambda item: order[item["action"]])
+        restored: list[str] = []
+        skipped: dict[str, str] = {}
+        with audit_context(revert_undo=revert.pk, reverted_with_run=revert.run_ref):
+            for item in items:
+                try:
+                    with transaction.atomic():
+                        reason = _undo_item(actor, item, setting)
+                except MemoryPortalError as err:
+                    reason = err.code  # e.g. a live twin written since: leave it
+                if reason is None:
+                    restored.append(item["note"])
+                else:
+                    skipped[item["note"]] = reason
+        revert.undone_at = timezone.now()
+        revert.undone_by = actor.user
+        revert.save(update_fields=["undone_at", "undone_by"])
+        bump(setting)
+        audit(
+            actor=actor,
+            action="run.revert_undo",
+            project=revert.project,
+            target=revert.run_ref,
+            details={
+                "revert": revert.pk,
+                "counts": {"restored": len(restored), "skipped": len(skipped)},
+                "restored": restored,
+                "skipped": skipped,
+            },
+        )
+    return UndoResult(revert=revert, restored=restored, skipped=skipped)

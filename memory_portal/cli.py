@@ -137,7 +137,9 @@ def show_recall(body: dict) -> str:
     if body.get("skipped"):
         return "Skipped: this run already recalled at its start in the last 24 hours."
     lines = []
-    if body.get("fallback"):
+    if body.get("fallback") in ("embeddings_endpoint", "embeddings_warming", "lexical_only"):
+        lines.append(f"(scored by a stand-in: {body['fallback']})")
+    elif body.get("fallback"):
         lines.append(f"(scoring unavailable: {body['fallback']}; newest facts listed)")
     if body["memories"]:
         rows = [

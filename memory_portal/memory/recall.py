@@ -602,8 +602,21 @@ def _fact_terms(text: str) -> tuple[str, ...]:
     return tuple(terms(text))
 
 
-def score_facts(query: str, facts: list[Note], *, deadline: float | None = None) -> list[float]:
-    """Each fact's score against the query, in the facts' order (docs/RECALL.md)."""
+def score_facts(
+    query: str, facts: list[Note], *, deadline: float | None = None, detailed: bool = False
+):
+    """Each fact's hybrid score against the query, in the facts' order (docs/RECALL.md); with
+    `detailed`, the `hybrid.Scored` that also says which scorer stood in (`fallback`)."""
+    from .hybrid import hybrid_scores  # hybrid builds on lexical_scores below
+
+    scored = hybrid_scores(query, facts, deadline=deadline)
+    return scored if detailed else scored.scores
+
+
+def lexical_scores(
+    query: str, facts: list[Note], *, deadline: float | None = None
+) -> list[float]:
+    """Each fact's lexical score against the query, in the facts' order (docs/RECALL.md)."""
     docs = [_fact_terms(f"{f.summary} {f.content}") for f in facts]
     if deadline is not None and time.monotonic() >= deadline:
         raise RecallTimeout
@@ -734,7 +747,9 @@ def recall(
         fallback = "no_query"
     else:
         try:
-            scores = score_facts(query, facts, deadline=time.monotonic() + conf["time_budget"])
+            deadline = time.monotonic() + conf["time_budget"]
+            scored = score_facts(query, facts, deadline=deadline, detailed=True)
+            scores, fallback = scored.scores, scored.fallback
         except RecallTimeout:
             fallback = "timeout"
         except Exception:  # noqa: BLE001 - any scoring failure falls back, and says so
@@ -742,7 +757,7 @@ def recall(
 
             logging.getLogger(__name__).exception("recall scoring failed; listing newest")
             fallback = "error"
-    picked = _pick(facts, scores if fallback is None else None, conf["threshold"])
+    picked = _pick(facts, scores, conf["threshold"])
     day_lines = recent_day_lines(view, now)
     block = render_block(picked, day_lines)
     if mark and picked:

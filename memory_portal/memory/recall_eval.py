@@ -9,6 +9,10 @@ objects carrying what scoring and picking read (`content`, `summary`, `id`, `cre
 Figures are micro-averaged: precision = right picks / all picks, recall = right picks / all
 expected facts, over every query of the set. Unrelated queries are scored against every agent's
 facts and count their picks as false positives, reported apart.
+
+Three scorers can be measured: `lexical` (words only), `semantic` (the calibrated embedding score
+alone) and `hybrid` (what recall uses). The paraphrase set (tests/memory/recall_paraphrase_set.py:
+`PARAPHRASES`, `PARAPHRASE_UNRELATED`, over the same facts) is loaded beside the main set.
 """
 
 from __future__ import annotations
@@ -22,16 +26,47 @@ from types import SimpleNamespace
 
 from django.conf import settings
 
-from .recall import _pick, recall_settings, score_facts
+from .hybrid import hybrid_scores
+from .recall import _pick, lexical_scores, recall_settings
+
+SCORERS = ("lexical", "semantic", "hybrid")
+
+
+def _scorer(name: str, shared: dict | None = None):
+    """The scorer called `name`; `shared` lets the semantic and hybrid runs of one comparison
+    compute each (query, agent) once."""
+    shared = {} if shared is None else shared
+
+    def scored(query, facts):
+        key = (query, tuple(f.id for f in facts))
+        if key not in shared:
+            shared[key] = hybrid_scores(query, facts)
+        return shared[key]
+
+    if name == "lexical":
+        return lexical_scores
+    if name == "semantic":
+        return lambda query, facts: scored(query, facts).semantic or [0.0] * len(facts)
+    if name == "hybrid":
+        return lambda query, facts: scored(query, facts).scores
+    raise ValueError(f"unknown scorer {name!r}; one of {', '.join(SCORERS)}")
 
 
 def default_dataset_path() -> Path:
     return Path(settings.BASE_DIR) / "tests" / "memory" / "recall_set.py"
 
 
+def default_paraphrase_path() -> Path:
+    return Path(settings.BASE_DIR) / "tests" / "memory" / "recall_paraphrase_set.py"
+
+
 def load_dataset(path: str | Path | None = None) -> dict:
     data = runpy.run_path(str(path or default_dataset_path()))
+    if "PARAPHRASES" not in data and path is None:
+        data.update(runpy.run_path(str(default_paraphrase_path())))
     return {
+        "PARAPHRASES": data.get("PARAPHRASES", []),
+        "PARAPHRASE_UNRELATED": data.get("PARAPHRASE_UNRELATED", []),
         "FACTS": data["FACTS"],
         "QUERIES": data["QUERIES"],
         "UNRELATED": data.get("UNRELATED", []),
@@ -96,6 +131,9 @@ class Evaluation:
     main: SetFigures
     held_out: SetFigures
     unrelated: list[QueryOutcome]  # one per (unrelated query, agent)
+    scorer: str = "hybrid"
+    paraphrases: SetFigures = field(default_factory=SetFigures)
+    paraphrase_unrelated: list[QueryOutcome] = field(default_factory=list)
 
     @property
     def unrelated_hits(self) -> list[QueryOutcome]:
@@ -123,8 +161,10 @@ def _facts_by_agent(facts: list[dict]) -> dict[str, list[_Fact]]:
     return {agent: list(reversed(rows)) for agent, rows in by_agent.items()}
 
 
-def _run(query: str, agent: str, facts: list[_Fact], threshold: float) -> QueryOutcome:
-    scores = score_facts(query, facts)
+def _run(
+    query: str, agent: str, facts: list[_Fact], threshold: float, scorer=None
+) -> QueryOutcome:
+    scores = (scorer or _scorer("hybrid"))(query, facts)
     picked = _pick(facts, scores, threshold)
     return QueryOutcome(
         agent=agent, query=query, expected=set(), picked=[(p.note.key, p.score) for p in picked]
@@ -136,7 +176,7 @@ def _check(dataset: dict, by_agent: dict[str, list[_Fact]]) -> None:
     if len(keys) != len(set(keys)):
         raise ValueError("fact keys must be unique")
     agent_of = {f["key"]: f["agent"] for f in dataset["FACTS"]}
-    for q in [*dataset["QUERIES"], *dataset["HELD_OUT"]]:
+    for q in [*dataset["QUERIES"], *dataset["HELD_OUT"], *dataset.get("PARAPHRASES", [])]:
         if q["agent"] not in by_agent:
             raise ValueError(f"query {q['query']!r} names an agent without facts")
         for key in q["expected"]:
@@ -144,7 +184,14 @@ def _check(dataset: dict, by_agent: dict[str, list[_Fact]]) -> None:
                 raise ValueError(f"query {q['query']!r} expects {key!r}, not a fact of its agent")
 
 
-def evaluate(dataset: dict, *, threshold: float | None = None) -> Evaluation:
+def evaluate(
+    dataset: dict,
+    *,
+    threshold: float | None = None,
+    scorer: str = "hybrid",
+    shared: dict | None = None,
+) -> Evaluation:
+    score = _scorer(scorer, shared)
     if threshold is None:
         threshold = recall_settings()["threshold"]
     by_agent = _facts_by_agent(dataset["FACTS"])
@@ -153,29 +200,59 @@ def evaluate(dataset: dict, *, threshold: float | None = None) -> Evaluation:
     def run_set(queries: list[dict]) -> SetFigures:
         figures = SetFigures()
         for q in queries:
-            outcome = _run(q["query"], q["agent"], by_agent[q["agent"]], threshold)
+            outcome = _run(q["query"], q["agent"], by_agent[q["agent"]], threshold, score)
             outcome.expected = set(q["expected"])
             figures.outcomes.append(outcome)
         return figures
 
-    unrelated = [
-        _run(query, agent, facts, threshold)
-        for query in dataset["UNRELATED"]
-        for agent, facts in sorted(by_agent.items())
-    ]
+    def run_unrelated(queries: list[str]) -> list[QueryOutcome]:
+        return [
+            _run(query, agent, facts, threshold, score)
+            for query in queries
+            for agent, facts in sorted(by_agent.items())
+        ]
+
     return Evaluation(
         threshold=threshold,
         facts=len(dataset["FACTS"]),
         agents=len(by_agent),
         main=run_set(dataset["QUERIES"]),
         held_out=run_set(dataset["HELD_OUT"]),
-        unrelated=unrelated,
+        unrelated=run_unrelated(dataset["UNRELATED"]),
+        scorer=scorer,
+        paraphrases=run_set(dataset.get("PARAPHRASES", [])),
+        paraphrase_unrelated=run_unrelated(dataset.get("PARAPHRASE_UNRELATED", [])),
     )
+
+
+def format_comparison(evaluations: list[Evaluation]) -> str:
+    """One line per scorer and set: the figures the three scorers are compared on."""
+    out = [
+        f"{'scorer':<9} {'set':<11} {'queries':>7} {'expected':>8} {'picked':>6} {'right':>5} "
+        f"{'precision':>9} {'recall':>6} {'unrelated picks':>15}"
+    ]
+    for ev in evaluations:
+        rows = [
+            ("main", ev.main, ev.unrelated),
+            ("held-out", ev.held_out, None),
+            ("paraphrase", ev.paraphrases, ev.paraphrase_unrelated),
+        ]
+        for label, figures, unrelated in rows:
+            if not figures.outcomes:
+                continue
+            picks = "" if unrelated is None else str(sum(len(o.picked) for o in unrelated))
+            out.append(
+                f"{ev.scorer:<9} {label:<11} {len(figures.outcomes):>7} {figures.expected:>8} "
+                f"{figures.picked:>6} {figures.hits:>5} {figures.precision:>9.3f} "
+                f"{figures.recall:>6.3f} {picks:>15}"
+            )
+    return "\n".join(out)
 
 
 def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
     out = [
-        f"Recall quality at threshold {ev.threshold:.2f}: {ev.facts} facts of {ev.agents} agents",
+        f"Recall quality ({ev.scorer}) at threshold {ev.threshold:.2f}: {ev.facts} facts of "
+        f"{ev.agents} agents",
     ]
 
     def line(label: str, figures: SetFigures) -> str:
@@ -188,8 +265,10 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
     out.append(line("main", ev.main))
     if ev.held_out.outcomes:
         out.append(line("held-out", ev.held_out))
-    queries = len({o.query for o in ev.unrelated})
-    hits = ev.unrelated_hits
+    if ev.paraphrases.outcomes:
+        out.append(line("paraphrase", ev.paraphrases))
+    queries = len({o.query for o in [*ev.unrelated, *ev.paraphrase_unrelated]})
+    hits = ev.unrelated_hits + [o for o in ev.paraphrase_unrelated if o.picked]
     out.append(
         f"unrelated  queries {queries:>3}  checked against every agent: "
         f"{sum(len(o.picked) for o in hits)} facts picked"
@@ -213,11 +292,14 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
         table("Main set", ev.main)
         if ev.held_out.outcomes:
             table("Held-out set", ev.held_out)
+        if ev.paraphrases.outcomes:
+            table("Paraphrase set", ev.paraphrases)
     else:
         failed = [o for o in ev.main.outcomes if o.misses or o.extras]
+        failed += [o for o in ev.paraphrases.outcomes if o.misses or o.extras]
         if failed:
             out.append("")
-            out.append(f"main-set queries with a miss or an extra pick: {len(failed)}")
+            out.append(f"main/paraphrase queries with a miss or an extra pick: {len(failed)}")
             for o in failed:
                 miss = f" missed {', '.join(sorted(o.misses))}" if o.misses else ""
                 extra = f" extra {', '.join(sorted(o.extras))}" if o.extras else ""

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.test import override_settings
 
 from memory_portal.memory.recall_eval import (
+    SCORERS,
     default_dataset_path,
     evaluate,
+    format_comparison,
     format_report,
     load_dataset,
 )
@@ -30,16 +34,35 @@ class Command(BaseCommand):
             help="Override MEMORY_PORTAL['RECALL_THRESHOLD'] for this run.",
         )
         parser.add_argument(
+            "--scorer",
+            choices=SCORERS,
+            default="hybrid",
+            help="The scorer whose details are printed after the comparison (default hybrid).",
+        )
+        parser.add_argument(
             "--verbose", action="store_true", help="Print every query with its picks and misses."
         )
 
-    def handle(self, *args, dataset=None, threshold=None, verbose=False, **options) -> None:
+    def handle(
+        self, *args, dataset=None, threshold=None, verbose=False, scorer="hybrid", **options
+    ) -> None:
         try:
             data = load_dataset(dataset)
         except (OSError, KeyError, SyntaxError) as exc:
             raise CommandError(f"cannot load the dataset: {exc}") from exc
+        # The semantic and hybrid rows measure the embedding model whether or not this
+        # deployment switched it on (MEMORY_EMBEDDINGS).
+        portal = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": True}
         try:
-            ev = evaluate(data, threshold=threshold)
+            shared: dict = {}
+            with override_settings(MEMORY_PORTAL=portal):
+                evs = {
+                    name: evaluate(data, threshold=threshold, scorer=name, shared=shared)
+                    for name in SCORERS
+                }
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(format_report(ev, verbose=verbose or options.get("verbosity", 1) > 1))
+        self.stdout.write(format_comparison(list(evs.values())))
+        self.stdout.write("")
+        verbose = verbose or options.get("verbosity", 1) > 1
+        self.stdout.write(format_report(evs[scorer], verbose=verbose))

@@ -1,0 +1,99 @@
+"""Hybrid recall scoring (docs/RECALL.md, "Hybrid"): the paraphrase set's rules, the floors of
+the three scorers on both labelled sets, and the calibration of the semantic score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory_portal.memory import hybrid
+from memory_portal.memory.recall import terms
+from memory_portal.memory.recall_eval import _facts_by_agent, evaluate, load_dataset
+
+DATASET = load_dataset()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _embeddings_on():
+    """Meaning is opt-in (MEMORY_EMBEDDINGS); these tests measure it."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(MEMORY_PORTAL={**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": True}):
+        yield
+
+
+@pytest.fixture(scope="module")
+def evaluations():
+    shared: dict = {}
+    return {
+        name: evaluate(DATASET, scorer=name, shared=shared)
+        for name in ("lexical", "semantic", "hybrid")
+    }
+
+
+def test_the_paraphrase_set_is_big_enough_and_consistent():
+    paraphrases = DATASET["PARAPHRASES"]
+    agent_of = {f["key"]: f["agent"] for f in DATASET["FACTS"]}
+    assert len(paraphrases) >= 40
+    assert sum(len(q["expected"]) >= 2 for q in paraphrases) >= 5
+    assert len(DATASET["PARAPHRASE_UNRELATED"]) >= 15
+    for q in paraphrases:
+        assert q["expected"] and all(agent_of[k] == q["agent"] for k in q["expected"])
+
+
+def test_the_paraphrases_share_no_term_with_their_facts():
+    """No word beyond stop-words, no stem and no synonym of the lexical scorer's map."""
+    text = {f["key"]: f["text"] for f in DATASET["FACTS"]}
+    for q in DATASET["PARAPHRASES"]:
+        for key in q["expected"]:
+            shared = set(terms(q["query"])) & set(terms(text[key]))
+            assert not shared, (q["query"], key, shared)
+
+
+def test_hybrid_is_no_worse_than_lexical_on_the_main_set(evaluations):
+    lexical, hybrid_ = evaluations["lexical"], evaluations["hybrid"]
+    assert hybrid_.main.precision >= lexical.main.precision
+    assert hybrid_.main.recall >= lexical.main.recall
+    assert hybrid_.main.precision >= 0.89 and hybrid_.main.recall >= 0.82
+
+
+def test_hybrid_floor_on_the_paraphrase_set(evaluations):
+    """Measured 0.889 / 0.324 (docs/RECALL.md). The issue asked for 0.9 / 0.7: not reached with
+    all-MiniLM-L6-v2 at a calibration that keeps unrelated questions out; see "Limits"."""
+    ev = evaluations["hybrid"]
+    assert ev.paraphrases.precision >= 0.85, ev.paraphrases.precision
+    assert ev.paraphrases.recall >= 0.3, ev.paraphrases.recall
+    assert evaluations["lexical"].paraphrases.recall == 0.0  # the set is out of words' reach
+
+
+def test_unrelated_questions_recall_nothing(evaluations):
+    for ev in evaluations.values():
+        picked = [o for o in [*ev.unrelated, *ev.paraphrase_unrelated] if o.picked]
+        assert picked == [], (ev.scorer, [(o.agent, o.query, o.picked) for o in picked])
+
+
+def test_semantic_scores_are_calibrated():
+    cos = np.array([0.55, 0.20, 0.10, 0.05, 0.12, 0.08])
+    scores = hybrid.semantic_from_cosines(cos)
+    assert scores.min() >= 0.0 and scores.max() <= 1.0
+    assert scores[0] >= 0.5 and (scores[1:] < 0.5).all()
+    # A question about nothing the agent knows: the best fact stands out, but is not close.
+    assert (hybrid.semantic_from_cosines(np.array([0.30, 0.05, 0.02, 0.0])) < 0.5).all()
+    # A question close to everything: nothing stands out.
+    assert (hybrid.semantic_from_cosines(np.array([0.50, 0.49, 0.48, 0.47, 0.46])) < 0.5).all()
+    # One fact alone can still be recalled: the spread is shrunk towards a prior.
+    assert hybrid.semantic_from_cosines(np.array([0.6]))[0] >= 0.5
+    assert hybrid.semantic_from_cosines(np.zeros(0)).size == 0
+
+
+def test_meaning_vetoes_a_word_only_match():
+    """'red' and 'job' are shared with the nightly mutmut fact, whose subject is another."""
+    facts = _facts_by_agent(DATASET["FACTS"])["ci"]
+    query = "Why does the voucher spec go red only for jobs spanning the day boundary?"
+    scored = hybrid.hybrid_scores(query, facts)
+    by_key = {f.key: i for i, f in enumerate(facts)}
+    mutmut = by_key["mutmut_nightly"]
+    assert scored.lexical[mutmut] >= 0.5
+    assert scored.scores[mutmut] < 0.5
+    assert scored.provider == "builtin:all-MiniLM-L6-v2" and scored.fallback is None

@@ -131,6 +131,9 @@ DB_LOCK_TIMEOUT_MS = env_int(
     "MEMORY_PORTAL_LOCK_WAIT_MS", env_int("MEMORY_PORTAL_DB_LOCK_TIMEOUT_MS", 2_000)
 )
 DB_STATEMENT_TIMEOUT_MS = env_int("MEMORY_PORTAL_DB_STATEMENT_TIMEOUT_MS", 30_000)
+# The largest import (POST /api/admin/import): a project at the 2,000-note cap with its full
+# history exports to about 5 MB. Every other request body keeps Django's 2.5 MB.
+MEMORY_PORTAL_IMPORT_MAX_BYTES = env_int("MEMORY_PORTAL_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
 
 if DATABASE_URL:
     _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))

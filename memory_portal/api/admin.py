@@ -5,6 +5,7 @@ repositories and links, agents, runs and their tokens. User tokens only."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.http import JsonResponse
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
@@ -428,3 +429,63 @@ def project_export(request, project_id: str):
     )
     response["Content-Disposition"] = f'attachment; filename="{project.slug}.jsonl"'
     return response
+
+
+# --- Import -----------------------------------------------------------------------------------
+
+IMPORT_PROBLEMS_SHOWN = 200
+
+
+class ImportQuery(Schema):
+    project: str | None = Field(
+        None,
+        pattern=r"^[-a-zA-Z0-9_]{1,64}$",
+        description="import into this project instead of the one the file names (ids remapped)",
+    )
+
+
+def _import_refused(problems: list[tuple[int | None, str]]) -> JsonResponse:
+    shown = [{"line": n or None, "message": m} for n, m in problems[:IMPORT_PROBLEMS_SHOWN]]
+    more = len(problems) - len(shown)
+    return JsonResponse(
+        {
+            "error": {
+                "code": "memory_invalid",
+                "message": f"{len(problems)} problem(s) in the file; nothing was imported"
+                + (f" (the first {len(shown)} are listed)." if more else "."),
+                "hint": "Fix the listed lines and send the whole file again.",
+                "field": "body",
+                "lines": shown,
+            }
+        },
+        status=400,
+    )
+
+
+@router.post("/import", response=responses({200: s.ImportOut}), url_name="admin-import")
+def project_import(request, params: Query[ImportQuery]):
+    """Import a project's memory from an export: the NDJSON file as the request body
+    (`application/x-ndjson`, up to MEMORY_PORTAL_IMPORT_MAX_BYTES, 32 MB by default). The whole
+    file is checked first — a 400 lists every bad line and nothing is written; caps and the
+    secret scan apply; importing the same file twice changes nothing. Superusers."""
+    from memory_portal.memory.portability import ImportInvalid
+    from memory_portal.memory.portability import project_import as import_lines
+
+    actor = person(request)
+    lines: list[str] = []
+    for number, raw in enumerate(request, start=1):  # the body, line by line, unparsed
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return _import_refused([(number, "not UTF-8 text")])
+    try:
+        report = import_lines(actor=actor, lines=lines, project_slug=params.project)
+    except ImportInvalid as exc:
+        return _import_refused(exc.errors)
+    return {
+        "project": report.project,
+        "createdProject": report.created_project,
+        "remapped": report.remapped,
+        "inserted": report.counts,
+        "unchanged": report.unchanged,
+    }

@@ -77,6 +77,9 @@ class RejectNulMiddleware:
         return self.get_response(request)
 
 
+IMPORT_PATH = "/api/admin/import"
+
+
 class RequestSizeLimitMiddleware:
     """A body past DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) is refused with 413 before anything
     reads it: the API's envelope (`memory_payload_too_large`) under /api/, a plain page in the
@@ -93,6 +96,8 @@ class RequestSizeLimitMiddleware:
 
     def __call__(self, request):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if request.path == IMPORT_PATH:  # a whole project's export; read line by line
+            limit = settings.MEMORY_PORTAL_IMPORT_MAX_BYTES
         if limit is None:
             return self.get_response(request)
         declared = request.META.get("CONTENT_LENGTH")

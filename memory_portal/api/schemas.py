@@ -593,12 +593,28 @@ class RevertUndoOut(Schema):
     skipped: dict[str, str]
 
 
+class ImportProblem(Schema):
+    line: int | None = Field(description="1-based line of the file; null for the whole file")
+    message: str
+
+
 class ErrorBody(Schema):
     code: str
     message: str
     hint: str
     field: str | None = None
     reason: str | None = None
+    lines: list[ImportProblem] | None = Field(
+        None, description="an import refused: every bad line of the file (nothing was written)"
+    )
+
+
+class ImportOut(Schema):
+    project: str
+    createdProject: bool
+    remapped: bool
+    inserted: dict[str, int] = Field(description="records inserted, by type")
+    unchanged: dict[str, int] = Field(description="records already there, by type")
 
 
 class ErrorOut(Schema):
@@ -611,4 +627,4 @@ def responses(ok: dict) -> dict:
     return {**ok, ERROR_STATUSES: ErrorOut}
 
 
-ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 429, 500})
+ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 429, 500, 503})

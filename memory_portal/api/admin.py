@@ -307,8 +307,13 @@ def run_create(request, project_id: str, body: s.RunIn):
         raise invalid("agentId", f"Agent {body.agentId} belongs to another project.")
     parent = _run(project, body.parentRunId) if body.parentRunId else None
     scopes = body.scopes or ["read", "write"]
-    run = services.run_create(actor=actor, agent=agent, parent=parent, task_key=body.taskKey or "")
-    _, plaintext = services.token_create(actor=actor, run=run, can_write="write" in scopes)
+    run, plaintext = services.run_start(
+        actor=actor,
+        agent=agent,
+        parent=parent,
+        task_key=body.taskKey or "",
+        can_write="write" in scopes,
+    )
     return Status(
         201,
         {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from django.db.models import Count
 from django.utils import timezone
 from ninja import Router
 
@@ -240,18 +241,16 @@ def memory_read(request, body: s.MemoryReadArgs):
         if args.kind:
             notes = notes.filter(kind=args.kind)
         if target == "list":
-            dates = list(
+            # One query: each date with its count (a GROUP BY, not a count per date).
+            rows = list(
                 notes.filter(target=Target.DAILY)
-                .values_list("day", flat=True)
-                .order_by("-day")
-                .distinct()[args.offset : args.offset + args.limit + 1]
+                .values("day")
+                .annotate(count=Count("id"))
+                .order_by("-day")[args.offset : args.offset + args.limit + 1]
             )
-            more = len(dates) > args.limit
-            counts = {}
-            for day in dates[: args.limit]:
-                counts[day] = notes.filter(target=Target.DAILY, day=day).count()
+            more = len(rows) > args.limit
             return {
-                "dates": [{"date": d, "count": counts[d]} for d in dates[: args.limit]],
+                "dates": [{"date": r["day"], "count": r["count"]} for r in rows[: args.limit]],
                 "nextOffset": args.offset + args.limit if more else None,
             }
         if target == "daily":

@@ -125,3 +125,16 @@ def test_only_managers_report_on_runs(api, tokens, world):
     own = patch(api, run["token"], run["id"], {"status": "succeeded"})
     assert own.status_code == 403
     assert Run.objects.get(pk=run["id"]).status == "running"
+
+
+def test_a_run_and_its_token_are_created_together_or_not_at_all(api, tokens, world, monkeypatch):
+    from memory_portal.memory.services import runs
+
+    def fail(**kwargs):
+        raise RuntimeError("token store unavailable")
+
+    monkeypatch.setattr(runs, "token_create", fail)
+    before = Run.objects.count()
+    response = api.post(f"{BASE}/runs", tokens.manager, {"agentId": world.agent.id})
+    assert response.status_code == 500
+    assert Run.objects.count() == before, "no run without its token"

@@ -310,3 +310,34 @@ def test_remaining_refusal_codes_over_http(api, tokens, world, settings, case):
     if case == "project_full":
         hint = response.json()["error"]["hint"]
         assert "forgotten" in hint and "reset" in hint and "Forget" not in hint
+
+
+def test_the_list_of_daily_dates_is_one_query_however_many_dates(api, tokens, world):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    today = timezone.now().date()
+
+    def queries_for_list() -> tuple[int, dict]:
+        with CaptureQueriesContext(connection) as captured:
+            body = api.tool("memory_read", tokens.agent, {"target": "list"}).json()
+        return len(captured), body
+
+    def daily(offset_days: int, text: str) -> None:
+        day = (today - timedelta(days=offset_days)).isoformat()
+        args = {"kind": "fact", "target": "daily", "date": day, "content": text}
+        assert api.tool("memory_write", tokens.agent, args).status_code == 200
+
+    daily(0, "Today's note")
+    queries_for_list()  # the first read call of the run also creates its trace row
+    few, _ = queries_for_list()
+    for i in range(1, 5):
+        daily(i, f"Note of day {i}")
+        daily(i, f"Second note of day {i}")
+    many, body = queries_for_list()
+    assert many == few, "no query per date"
+    assert [d["count"] for d in body["dates"]] == [1, 2, 2, 2, 2]
+    assert body["nextOffset"] is None

@@ -446,6 +446,22 @@ def run_delete(*, actor: Actor | None, run: Run) -> dict[str, int]:
     return {"scratchpad_items": items}
 
 
+def run_start(
+    *,
+    actor: Actor | None,
+    agent: Agent,
+    parent: Run | None = None,
+    task_key: str = "",
+    can_write: bool = True,
+) -> tuple[Run, str]:
+    """What an orchestrator does to start an agent: the run and its token, in one transaction
+    (a run never exists without its token). The token's plaintext is returned once."""
+    with transaction.atomic():
+        run = run_create(actor=actor, agent=agent, parent=parent, task_key=task_key)
+        _token, plaintext = token_create(actor=actor, run=run, can_write=can_write)
+    return run, plaintext
+
+
 def token_create(
     *,
     actor: Actor | None,

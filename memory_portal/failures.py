@@ -42,8 +42,12 @@ def refusal_response(request, refusal: MemoryPortalError) -> HttpResponse:
     return response
 
 
-def failure_response(request, exc: BaseException | None) -> HttpResponse:
+def failure_response(request, exc: BaseException | None, *, log: bool = False) -> HttpResponse:
+    """`log`: record a bug's traceback here (the API's handler; Django's handler500 has
+    logged it already)."""
     refusal = retryable(exc) if exc is not None else None
+    if refusal is None and log:
+        logger.error("unexpected failure on %s %s", request.method, request.path, exc_info=exc)
     if refusal is not None:
         logger.warning(
             "%s on %s %s (%s)", refusal.code, request.method, request.path, type(exc).__name__

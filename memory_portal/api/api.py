@@ -4,23 +4,19 @@ methods, and unexpected failures (500, no stack trace or note text)."""
 
 from __future__ import annotations
 
-import logging
-
 from django.http import Http404, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.renderers import JSONRenderer
 
 from memory_portal.failures import failure_response, refusal_response
-from memory_portal.memory.errors import CODES, MemoryPortalError, retryable
+from memory_portal.memory.errors import CODES, MemoryPortalError
 
 from .admin import router as admin_router
 from .auth import BearerAuth
 from .tools import router as tools_router
 from .tracing import record_rejected_call
 from .v1 import router as v1_router
-
-logger = logging.getLogger("memory_portal.api")
 
 
 class Utf8Renderer(JSONRenderer):
@@ -112,9 +108,7 @@ def on_http_error(request, exc: HttpError):
 def on_crash(request, exc: Exception):
     """Retryable database trouble is a 503 with Retry-After, anything else a 500 — decided in
     one place for every transport (memory_portal/failures.py)."""
-    if retryable(exc) is None:
-        logger.exception("unexpected API failure on %s %s", request.method, request.path)
-    return failure_response(request, exc)
+    return failure_response(request, exc, log=True)
 
 
 def unknown_route(request, rest: str = ""):

@@ -651,9 +651,7 @@ def _own(view: AgentView, kind: str, now: datetime):
     )
 
 
-def live_facts(view: AgentView | Agent, now: datetime) -> list[Note]:
-    if isinstance(view, Agent):
-        view = AgentView.of_agent(view)
+def live_facts(view: AgentView, now: datetime) -> list[Note]:
     return list(_own(view, Kind.FACT, now).order_by("-created_at", "-id"))
 
 

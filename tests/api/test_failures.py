@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -138,6 +139,33 @@ def test_the_dashboard_answers_a_styled_500_page_for_a_bug(world, monkeypatch):
 # --- A real lock held on PostgreSQL --------------------------------------------------------
 
 
+@contextmanager
+def setting_row_held(project):
+    """Another connection holds the project's setting-row lock, as a long change would."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with connections["default"].cursor() as cur:  # this thread's own connection
+            cur.execute("BEGIN")
+            cur.execute(
+                "SELECT id FROM project_memory_setting WHERE project_id = %s FOR UPDATE",
+                [project.pk],
+            )
+            held.set()
+            release.wait(30)
+            cur.execute("ROLLBACK")
+        connections["default"].close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        release.set()
+        holder.join(10)
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_held_project_lock_is_memory_busy_and_other_projects_go_on(make_user, settings):
@@ -149,24 +177,8 @@ def test_a_held_project_lock_is_memory_busy_and_other_projects_go_on(make_user, 
     b = build_world(make_user, slug="proj-b")
     token_a = services.token_create(actor=None, run=a.run)[1]
     token_b = services.token_create(actor=None, run=b.run)[1]
-    held, release = threading.Event(), threading.Event()
 
-    def hold():
-        with connections["default"].cursor() as cur:  # this thread's own connection
-            cur.execute("BEGIN")
-            cur.execute(
-                "SELECT id FROM project_memory_setting WHERE project_id = %s FOR UPDATE",
-                [a.project.pk],
-            )
-            held.set()
-            release.wait(30)
-            cur.execute("ROLLBACK")
-        connections["default"].close()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert held.wait(10)
+    with setting_row_held(a.project):
         with connection.cursor() as cur:
             cur.execute("SET lock_timeout = 300")  # the request path's bound, shortened
         api = Api(Client())
@@ -175,9 +187,6 @@ def test_a_held_project_lock_is_memory_busy_and_other_projects_go_on(make_user, 
         assert busy["Retry-After"] == "2"
         other = api.tool("memory_write", token_b, {"kind": "fact", "content": "Goes on"})
         assert other.status_code == 200, other.json()
-    finally:
-        release.set()
-        holder.join(10)
     assert not Note.objects.filter(project=a.project).exists()
     assert Note.objects.filter(project=b.project, content="Goes on").count() == 1
     revision = MemorySetting.objects.get(project=a.project).revision
@@ -214,19 +223,6 @@ def test_every_waiter_on_a_held_lock_gets_its_503_within_the_bound(make_user, se
     settings.DB_LOCK_TIMEOUT_MS = 600
     a = build_world(make_user, slug="proj-a")
     tokens = [services.token_create(actor=None, run=a.run)[1] for _ in range(3)]
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with connections["default"].cursor() as cur:
-            cur.execute("BEGIN")
-            cur.execute(
-                "SELECT id FROM project_memory_setting WHERE project_id = %s FOR UPDATE",
-                [a.project.pk],
-            )
-            held.set()
-            release.wait(30)
-            cur.execute("ROLLBACK")
-        connections["default"].close()
 
     results: list[tuple[int, float]] = []
 
@@ -236,18 +232,12 @@ def test_every_waiter_on_a_held_lock_gets_its_503_within_the_bound(make_user, se
         results.append((response.status_code, time.monotonic() - started))
         connections["default"].close()
 
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert held.wait(10)
+    with setting_row_held(a.project):
         writers = [threading.Thread(target=write, args=(t, i)) for i, t in enumerate(tokens)]
         for thread in writers:
             thread.start()
         for thread in writers:
             thread.join(30)
-    finally:
-        release.set()
-        holder.join(10)
     assert sorted(code for code, _ in results) == [503, 503, 503]
     # Queued behind one another, each still waits one bound, not one per lock (+ set-up slack).
     assert max(elapsed for _, elapsed in results) < 0.6 * 1.8, results

@@ -27,6 +27,7 @@ from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import Kind, MemorySetting, Note, Scope, Stage, Target
 from memory_portal.memory.recall_eval import default_dataset_path, load_dataset
+from memory_portal.memory.selectors import AgentView
 from memory_portal.memory.validation import stamp_identity
 
 SLUG_PREFIX = "bench-recall-"
@@ -112,7 +113,7 @@ class Command(BaseCommand):
         # one-off cost is reported apart, before the first timed recall.
         started = time.perf_counter()
         recall_module.score_facts(
-            queries[0], recall_module.live_facts(actor.run.agent, timezone.now())
+            queries[0], recall_module.live_facts(AgentView.of_run(actor.run), timezone.now())
         )
         embed_once = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
@@ -132,7 +133,7 @@ class Command(BaseCommand):
             if result.fallback is not None:
                 raise CommandError(f"recall fell back ({result.fallback}) on {query!r}")
 
-        facts = recall_module.live_facts(actor.run.agent, timezone.now())
+        facts = recall_module.live_facts(AgentView.of_run(actor.run), timezone.now())
         scoring: list[float] = []
         for i in range(repeat):
             started = time.perf_counter()

@@ -27,7 +27,8 @@ from types import SimpleNamespace
 from django.conf import settings
 
 from .hybrid import hybrid_scores
-from .recall import _pick, lexical_scores, recall_settings
+from .lexical import lexical_scores
+from .recall import _pick, recall_settings
 
 SCORERS = ("lexical", "semantic", "hybrid")
 

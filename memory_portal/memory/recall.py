@@ -156,8 +156,10 @@ def recall(
     now: datetime | None = None,
 ) -> RecallResult:
     """Recall for an agent (its own run) or, for a person, for the agent they name. A start
-    recall is skipped when the same top-level run had one in the last 24 hours; an on-demand
-    recall counts the picks but leaves that window alone. `mark=False` is the dashboard's
+    recall without a query scores against the run's task (title and description) when the
+    run has one, and lists the newest facts when it has none. A start recall is skipped when
+    the same top-level run had one in the last 24 hours; an on-demand recall counts the picks
+    but leaves that window alone. `mark=False` is the dashboard's
     preview: nothing is counted or remembered."""
     now = now or timezone.now()
     agent = agent_for_memories(actor=actor, agent_id=agent_id)
@@ -178,6 +180,8 @@ def recall(
     facts = live_facts(view, now)
     fallback: str | None = None
     scores: list[float] | None = None
+    if (not query or not query.strip()) and start and actor.is_agent:
+        query = actor.run.task_text  # a start recall scores against the run's task, if any
     if not query or not query.strip():
         fallback = "no_query"
     else:

@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.tasks import TaskResultStatus, task
+from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
 from ..access import check_agent_gate, require_member, require_person
@@ -61,6 +62,12 @@ def run_review_routine(
         review_id=review_id,
     )
     return review.pk if review is not None else None
+
+
+def reviews_run_in_process() -> bool:
+    """True when an enqueued review runs at once where it was enqueued (the immediate
+    backend); False when it waits in a queue for a worker (MEMORY_PORTAL_TASKS=database)."""
+    return isinstance(run_review_routine.get_backend(), ImmediateBackend)
 
 
 def _routine_for(actor: Actor, agent: Agent) -> ReviewRoutine:
@@ -370,8 +377,8 @@ def _flag_unrecalled(agent: Agent, now: datetime) -> list[str]:
 def routines_run_due(*, now: datetime | None = None) -> list[int]:
     """Enqueue every routine due at `now` (cron calls this every few minutes), each as a
     task once the surrounding transaction commits. A day already claimed is skipped by the
-    task, so overlapping copies of the command never run a day twice. Returns the routine ids
-    that were enqueued."""
+    task, so overlapping copies of the command — or of a queued task, picked up by two
+    workers — never run a day twice. Returns the routine ids that were enqueued."""
     now = now or timezone.now()
     due = list(
         ReviewRoutine.objects.filter(paused=False, deleted_at__isnull=True, next_run_at__lte=now)

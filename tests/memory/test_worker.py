@@ -139,6 +139,47 @@ def test_run_now_in_the_dashboard_only_queues_and_the_worker_runs_it(world):
     assert DBTaskResult.objects.get().status == TaskResultStatus.SUCCESSFUL
 
 
+@override_settings(TASKS=DATABASE_TASKS)
+def test_cron_every_few_minutes_queues_a_routine_once(world):
+    """While no worker has taken it (busy or down), later cron calls do not queue the same
+    routine again: it moved to the next day as it was queued."""
+    seed_review_work(world)
+    ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
+    outputs = []
+    for minutes in (0, 5, 10):
+        out = StringIO()
+        moment = (NOW + timedelta(minutes=minutes)).isoformat()
+        call_command("memory_run_due_routines", "--now", moment, stdout=out)
+        outputs.append(out.getvalue())
+    assert outputs[0].startswith("1 routine(s) due") and outputs[1].startswith("0 routine(s)")
+    assert DBTaskResult.objects.count() == 1
+    assert ReviewRoutine.objects.get().next_run_at == datetime(2026, 12, 3, 4, tzinfo=UTC)
+    run_worker_until_empty()
+    assert ReviewRun.objects.get().status == "succeeded"
+
+
+@override_settings(TASKS=DATABASE_TASKS)
+def test_a_queued_review_that_meets_a_manual_one_stays_due(world):
+    """The scheduled review is queued (the routine moves on), then a person's "Run now" is
+    claimed; the worker takes the scheduled one first, finds the manual one running and makes
+    the routine due again, so the next cron call queues the day's review once more."""
+    seed_review_work(world)
+    ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
+    assert services.routines_run_due(now=NOW) == [ReviewRoutine.objects.get().pk]
+    assert services.routine_run_now(
+        actor=world.as_member, agent=world.agent, now=NOW + timedelta(minutes=1)
+    ) is None
+    run_worker_until_empty()
+    assert list(ReviewRun.objects.values_list("trigger", "status")) == [("manual", "succeeded")]
+    assert ReviewRoutine.objects.get().next_run_at == NOW, "due again"
+    assert services.routines_run_due(now=NOW + timedelta(minutes=5)) != []
+    run_worker_until_empty()
+    scheduled = ReviewRun.objects.get(trigger="schedule")
+    assert scheduled.status == "succeeded" and scheduled.day == NOW.date()
+    assert ReviewRoutine.objects.get().next_run_at == datetime(2026, 12, 3, 4, tzinfo=UTC)
+    assert services.routines_run_due(now=NOW + timedelta(minutes=10)) == []
+
+
 def _database_url() -> str:
     params = connection.settings_dict
     auth = params["USER"] + (f":{params['PASSWORD']}" if params["PASSWORD"] else "")

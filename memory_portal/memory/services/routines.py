@@ -153,6 +153,10 @@ def _running(routine: ReviewRoutine, now: datetime):
     )
 
 
+def _scheduled(routine: ReviewRoutine, day: date):
+    return ReviewRun.objects.filter(routine=routine, day=day, trigger="schedule")
+
+
 def _already_running(routine: ReviewRoutine, agent: Agent, now: datetime) -> MemoryPortalError:
     running = _running(routine, now).order_by("started_at").first()
     since = f" (started {running.started_at:%H:%M} UTC)" if running else ""
@@ -167,11 +171,16 @@ def _claim(routine: ReviewRoutine, day: date, trigger: str, now: datetime) -> Re
     routine's row lock (SQLite: the IMMEDIATE transaction), a review still running means this
     one does not start. A scheduled run is also unique per routine and day, so a second copy
     of the cron command (or a retry) finds the claim taken and stops; one that found a manual
-    run in progress stays due and runs at the next cron call."""
+    run in progress stays due and runs at the next cron call (a queued one, whose routine
+    moved on when it was queued, makes it due again unless the day was claimed already)."""
     try:
         with transaction.atomic():
             ReviewRoutine.objects.select_for_update().filter(pk=routine.pk).exists()
             if _running(routine, now).exists():
+                if trigger == "schedule" and not _scheduled(routine, day).exists():
+                    ReviewRoutine.objects.filter(pk=routine.pk, next_run_at__gt=now).update(
+                        next_run_at=now
+                    )
                 return None
             review = ReviewRun.objects.create(
                 routine=routine, day=day, trigger=trigger, started_at=now
@@ -375,20 +384,38 @@ def _flag_unrecalled(agent: Agent, now: datetime) -> list[str]:
 
 
 def routines_run_due(*, now: datetime | None = None) -> list[int]:
-    """Enqueue every routine due at `now` (cron calls this every few minutes), each as a
-    task once the surrounding transaction commits. A day already claimed is skipped by the
-    task, so overlapping copies of the command — or of a queued task, picked up by two
-    workers — never run a day twice. Returns the routine ids that were enqueued."""
+    """Enqueue every routine due at `now` (cron calls this every few minutes). A day already
+    claimed is skipped by the task, so overlapping copies of the command — or two copies of a
+    queued task, picked up by two workers — never run a day twice. Returns the routine ids
+    that were enqueued.
+
+    In process (the immediate backend) each task runs once the surrounding transaction
+    commits, and its claim moves the routine to the next day. Queued for a worker
+    (MEMORY_PORTAL_TASKS=database), the routine moves to the next day as it is queued, in the
+    same transaction as the queue row, so cron calls every few minutes queue it once even while
+    the workers are busy or down."""
     now = now or timezone.now()
     due = list(
         ReviewRoutine.objects.filter(paused=False, deleted_at__isnull=True, next_run_at__lte=now)
         .order_by("next_run_at", "pk")
         .values_list("pk", flat=True)
     )
-    for routine_id in due:
-        transaction.on_commit(
-            lambda routine_id=routine_id: run_review_routine.enqueue(
-                routine_id=routine_id, day=now.date().isoformat(), now=now.isoformat()
+    args = {"day": now.date().isoformat(), "now": now.isoformat()}
+    if reviews_run_in_process():
+        for routine_id in due:
+            transaction.on_commit(
+                lambda routine_id=routine_id: run_review_routine.enqueue(
+                    routine_id=routine_id, **args
+                )
             )
-        )
-    return due
+        return due
+    queued = []
+    for routine_id in due:
+        with transaction.atomic():
+            moved = ReviewRoutine.objects.filter(pk=routine_id, next_run_at__lte=now).update(
+                next_run_at=next_due(now)
+            )
+            if moved:  # not queued a moment ago by an overlapping call
+                run_review_routine.enqueue(routine_id=routine_id, **args)
+                queued.append(routine_id)
+    return queued

@@ -78,6 +78,9 @@ INSTALLED_APPS = [
     "django_tables2",
     "django_filters",
     "ninja",
+    # The database task queue's table, made by `migrate` whichever backend is selected, so
+    # switching MEMORY_PORTAL_TASKS needs no migration of its own.
+    "django_tasks_db",
     "memory_portal.memory",
     "memory_portal.dashboard",
     "memory_portal.api",
@@ -228,7 +231,20 @@ if BEHIND_PROXY:
 # `migrate` like every other table, so Django's per-process default cache is all that is left.
 
 # --- Tasks ------------------------------------------------------------------------------------
-TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+# Where background tasks (the daily review) run. `immediate` (the default: `make run` needs
+# nothing else) runs each in the process that enqueues it — the cron command, or the request of
+# a person's "Run now". `database` queues them in the database (django-tasks-db) for
+# `manage.py db_worker` processes, so no review runs in a web request or in cron.
+TASKS_MODE = os.environ.get("MEMORY_PORTAL_TASKS", "").strip().lower() or "immediate"
+_TASK_BACKENDS = {
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+    "database": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]},
+}
+if TASKS_MODE not in _TASK_BACKENDS:
+    raise ImproperlyConfigured(
+        f"MEMORY_PORTAL_TASKS must be immediate or database, not {TASKS_MODE!r}."
+    )
+TASKS = {"default": _TASK_BACKENDS[TASKS_MODE]}
 
 # --- Logging: note bodies, queries and tokens never reach a log line --------------------------
 LOGGING = {

@@ -312,6 +312,8 @@ def run_create(request, project_id: str, body: s.RunIn):
         agent=agent,
         parent=parent,
         task_key=body.taskKey or "",
+        task_title=body.task.title if body.task else "",
+        task_description=(body.task.description or "") if body.task else "",
         can_write="write" in scopes,
     )
     return Status(

@@ -27,6 +27,7 @@ from memory_portal.memory.validation import (
     SUMMARY_MAX,
     TAG_MAX,
     TAGS_MAX,
+    TASK_TEXT_MAX,
     unstorable,
 )
 
@@ -403,10 +404,23 @@ class AgentIn(Strict):
     applicationId: str | None = None
 
 
+class TaskIn(Strict):
+    """What the run is for, shown on the run page; a start recall without a query scores the
+    agent's facts against it. Title and description hold at most 2,000 characters together."""
+
+    title: str = Field(
+        min_length=1, max_length=TASK_TEXT_MAX, description="One line, e.g. the ticket's title."
+    )
+    description: str | None = Field(
+        None, max_length=TASK_TEXT_MAX, description="Optional: what the run must do, in prose."
+    )
+
+
 class RunIn(Strict):
     agentId: str
     parentRunId: str | None = None
     taskKey: str | None = Field(None, max_length=64)
+    task: TaskIn | None = None
     scopes: list[Literal["read", "write"]] | None = None
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .embeddings import EmbeddingError, MiniLMEmbedder, _builtin, get_embedder, vector_cache
+from .lexical import RecallTimeout, lexical_scores
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,6 @@ def fact_text(fact) -> str:
 
 
 def _check(deadline: float | None) -> None:
-    from .recall import RecallTimeout
-
     if deadline is not None and time.monotonic() >= deadline:
         raise RecallTimeout
 
@@ -149,8 +148,6 @@ def hybrid_scores(query: str, facts: list, *, deadline: float | None = None) -> 
     """Each fact's hybrid score against the query, in the facts' order, and whether (and why)
     a weaker scorer stood in for the configured one. Raises RecallTimeout when the deadline
     passes before the lexical scores are in."""
-    from .recall import RecallTimeout, lexical_scores
-
     lexical = lexical_scores(query, facts, deadline=deadline)
     try:
         cos, fallback, provider = _cosines(query, facts, deadline)

@@ -16,6 +16,7 @@ from .ids import (
     new_revert_id,
     new_run_id,
 )
+from .validation import task_text
 
 
 class Stage(models.TextChoices):
@@ -182,6 +183,10 @@ class Run(models.Model):
     top_level_run_id = models.CharField(max_length=40, db_index=True)
     status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.RUNNING)
     task_key = models.CharField(max_length=64, blank=True)
+    # What the run is for (POST …/runs {"task": {"title", "description"}}), at most
+    # TASK_TEXT_MAX characters together: a start recall without a query scores against it.
+    task_title = models.CharField(max_length=2000, blank=True)
+    task_description = models.TextField(blank=True)
     # The step the orchestrator says the run is in now; every note the run writes records it.
     current_step = models.CharField(max_length=100, blank=True)
     tool_calls = models.PositiveIntegerField(default=0)
@@ -199,6 +204,11 @@ class Run(models.Model):
         if not self.top_level_run_id:
             self.top_level_run_id = self.parent.top_level_run_id if self.parent else self.id
         super().save(*args, **kwargs)
+
+    @property
+    def task_text(self) -> str:
+        """The task as recall scores it: the title, then the description."""
+        return task_text(self.task_title, self.task_description)
 
 
 class ApiToken(models.Model):

@@ -27,7 +27,9 @@ from types import SimpleNamespace
 from django.conf import settings
 
 from .hybrid import hybrid_scores
-from .recall import _pick, lexical_scores, recall_settings
+from .lexical import lexical_scores
+from .recall import _pick, recall_settings
+from .validation import task_text
 
 SCORERS = ("lexical", "semantic", "hybrid")
 
@@ -71,6 +73,7 @@ def load_dataset(path: str | Path | None = None) -> dict:
         "QUERIES": data["QUERIES"],
         "UNRELATED": data.get("UNRELATED", []),
         "HELD_OUT": data.get("HELD_OUT", []),
+        "TASKS": data.get("TASKS", []),
     }
 
 
@@ -134,6 +137,7 @@ class Evaluation:
     scorer: str = "hybrid"
     paraphrases: SetFigures = field(default_factory=SetFigures)
     paraphrase_unrelated: list[QueryOutcome] = field(default_factory=list)
+    tasks: SetFigures = field(default_factory=SetFigures)
 
     @property
     def unrelated_hits(self) -> list[QueryOutcome]:
@@ -176,12 +180,25 @@ def _check(dataset: dict, by_agent: dict[str, list[_Fact]]) -> None:
     if len(keys) != len(set(keys)):
         raise ValueError("fact keys must be unique")
     agent_of = {f["key"]: f["agent"] for f in dataset["FACTS"]}
-    for q in [*dataset["QUERIES"], *dataset["HELD_OUT"], *dataset.get("PARAPHRASES", [])]:
+    for q in [
+        *dataset["QUERIES"],
+        *dataset["HELD_OUT"],
+        *dataset.get("PARAPHRASES", []),
+        *task_queries(dataset),
+    ]:
         if q["agent"] not in by_agent:
             raise ValueError(f"query {q['query']!r} names an agent without facts")
         for key in q["expected"]:
             if agent_of.get(key) != q["agent"]:
                 raise ValueError(f"query {q['query']!r} expects {key!r}, not a fact of its agent")
+
+
+def task_queries(dataset: dict) -> list[dict]:
+    """The set's run tasks as the queries a start recall scores them as (`Run.task_text`)."""
+    return [
+        {**q, "query": task_text(q["task"]["title"], q["task"].get("description") or "")}
+        for q in dataset.get("TASKS", [])
+    ]
 
 
 def evaluate(
@@ -222,6 +239,7 @@ def evaluate(
         scorer=scorer,
         paraphrases=run_set(dataset.get("PARAPHRASES", [])),
         paraphrase_unrelated=run_unrelated(dataset.get("PARAPHRASE_UNRELATED", [])),
+        tasks=run_set(task_queries(dataset)),
     )
 
 
@@ -236,6 +254,7 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
             ("main", ev.main, ev.unrelated),
             ("held-out", ev.held_out, None),
             ("paraphrase", ev.paraphrases, ev.paraphrase_unrelated),
+            ("task", ev.tasks, None),
         ]
         for label, figures, unrelated in rows:
             if not figures.outcomes:
@@ -267,6 +286,8 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
         out.append(line("held-out", ev.held_out))
     if ev.paraphrases.outcomes:
         out.append(line("paraphrase", ev.paraphrases))
+    if ev.tasks.outcomes:
+        out.append(line("task", ev.tasks))
     queries = len({o.query for o in [*ev.unrelated, *ev.paraphrase_unrelated]})
     hits = ev.unrelated_hits + [o for o in ev.paraphrase_unrelated if o.picked]
     out.append(
@@ -294,12 +315,15 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
             table("Held-out set", ev.held_out)
         if ev.paraphrases.outcomes:
             table("Paraphrase set", ev.paraphrases)
+        if ev.tasks.outcomes:
+            table("Task set (start recall against the run's task)", ev.tasks)
     else:
         failed = [o for o in ev.main.outcomes if o.misses or o.extras]
         failed += [o for o in ev.paraphrases.outcomes if o.misses or o.extras]
+        failed += [o for o in ev.tasks.outcomes if o.misses or o.extras]
         if failed:
             out.append("")
-            out.append(f"main/paraphrase queries with a miss or an extra pick: {len(failed)}")
+            out.append(f"main/paraphrase/task queries with a miss or an extra pick: {len(failed)}")
             for o in failed:
                 miss = f" missed {', '.join(sorted(o.misses))}" if o.misses else ""
                 extra = f" extra {', '.join(sorted(o.extras))}" if o.extras else ""

@@ -22,6 +22,7 @@ DAY_ROW_MAX = 8000
 ARCHIVE_REASON_MAX = 500
 SCRATCHPAD_TEXT_MAX = 1000
 RECALL_QUERY_MAX = 4000
+TASK_TEXT_MAX = 2000  # a run's task: its title and description together
 
 TAG_RE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*$")
 
@@ -114,6 +115,47 @@ def require_text(
             hint=f"Shorten {field} to {max_len} characters.",
         )
     return text
+
+
+def task_text(title: str, description: str) -> str:
+    """A run's task as recall scores it: the title, then the description."""
+    return "\n".join(part for part in (title, description) if part)
+
+
+def run_task(title: object, description: object) -> tuple[str, str]:
+    """A run's task as stored, (title, description): both optional together; a description
+    needs a title; the title is one line; at most TASK_TEXT_MAX characters together; text the
+    database can store and no secret (the task is shown on the run page and fed to recall)."""
+    parts = []
+    for field, value in (("task.title", title), ("task.description", description)):
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise invalid(field, f"{field} must be a string.")
+        parts.append(normalize_text(reject_unstorable(field, value)))
+    title_text, description_text = parts
+    if not title_text and not description_text:
+        return "", ""
+    if not content_key_text(title_text):
+        raise invalid(
+            "task.title",
+            "task.title must not be empty when a task is given.",
+            hint="Send the task's title (one line), and its description if there is one.",
+        )
+    if "\n" in title_text:
+        raise invalid(
+            "task.title", "task.title is one line.", hint="Put the details in task.description."
+        )
+    size = len(title_text) + len(description_text)
+    if size > TASK_TEXT_MAX:
+        raise invalid(
+            "task",
+            f"task has {size} characters (title and description together); the limit is "
+            f"{TASK_TEXT_MAX}.",
+            hint="Shorten the description to what this run must do; link the ticket for the rest.",
+        )
+    check_no_secret(**{"task.title": title_text, "task.description": description_text})
+    return title_text, description_text
 
 
 def future_expiry(value: object, *, now: datetime, field: str = "expiresAt") -> datetime:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memory_portal.memory import services
@@ -173,3 +175,60 @@ def test_run_creation_refusals(api, tokens, world):
     assert response.status_code == 404
     response = api.post(f"{BASE}/agents", tokens.manager, {"name": "X", "stage": "wizard"})
     assert response.status_code == 400 and response.json()["error"]["field"] == "stage"
+
+
+def test_a_run_with_a_task_and_its_start_recall(api, tokens, world):
+    services.fact_save(actor=world.as_agent, text="The staging deploy needs the VPN on (PIN-812)")
+    services.fact_save(actor=world.as_agent, text="Ana prefers squash merges on the billing repo")
+    task = {
+        "title": "PIN-901: the staging deployment hangs",
+        "description": "helm upgrade times out on staging since Monday; find out why.",
+    }
+    response = api.post(f"{BASE}/runs", tokens.manager, {"agentId": world.agent.id, "task": task})
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    assert (run.task_title, run.task_description) == (task["title"], task["description"])
+    recalled = api.post("/api/v1/memories/recall", response.json()["token"], {"start": True})
+    body = recalled.json()
+    assert recalled.status_code == 200 and body["fallback"] is None and not body["skipped"]
+    assert [m["text"] for m in body["memories"]] == [
+        "The staging deploy needs the VPN on (PIN-812)"
+    ]
+    assert body["memories"][0]["score"] >= 0.5
+    plain = api.post(f"{BASE}/runs", tokens.manager, {"agentId": world.agent.id}).json()
+    listed = api.post("/api/v1/memories/recall", plain["token"], {"start": True}).json()
+    assert listed["fallback"] == "no_query" and len(listed["memories"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("task", "field"),
+    [
+        ({"title": "t" * 1200, "description": "d" * 801}, "task"),
+        ({"title": "one\ntwo"}, "task.title"),
+        ({"description": "no title"}, "task.title"),
+        ({"title": ""}, "task.title"),
+        ({"title": "PIN-1", "owner": "me"}, "task.owner"),
+        ({"title": 12}, "task.title"),
+        ({"title": "PIN-1", "description": "x" * 2001}, "task.description"),
+        ("PIN-1: a plain string", "task"),
+    ],
+)
+def test_a_bad_task_is_a_400_and_makes_no_run(api, tokens, world, task, field):
+    before = (Run.objects.count(), AuditEvent.objects.filter(action="run.create").count())
+    response = api.post(f"{BASE}/runs", tokens.manager, {"agentId": world.agent.id, "task": task})
+    assert response.status_code == 400, response.content
+    assert error_code(response) == "memory_invalid"
+    assert response.json()["error"]["field"] == field
+    after = (Run.objects.count(), AuditEvent.objects.filter(action="run.create").count())
+    assert after == before
+
+
+def test_the_openapi_schema_describes_the_task(client):
+    schema = client.get("/api/openapi.json").json()
+    components = schema["components"]["schemas"]
+    run_in = components["RunIn"]["properties"]["task"]
+    assert "TaskIn" in json.dumps(run_in)
+    task_in = components["TaskIn"]
+    assert task_in["required"] == ["title"]
+    assert task_in["properties"]["title"]["maxLength"] == 2000
+    assert "2,000 characters together" in task_in["description"]

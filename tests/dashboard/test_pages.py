@@ -370,6 +370,21 @@ def test_run_page_shows_the_step_and_that_a_finished_runs_token_is_revoked(
     assert "Token revoked" in page and "the run has finished" in page
 
 
+def test_run_page_shows_the_task(world, manager_client):
+    run = services.run_create(
+        actor=None,
+        agent=world.agent,
+        task_title="PIN-901: <b>staging</b> deploy hangs",
+        task_description="helm upgrade times out.\nSince Monday.",
+    )
+    page = manager_client.get(reverse("dashboard:run", args=[SLUG, run.pk])).content.decode()
+    assert 'id="run-task"' in page
+    assert "PIN-901: &lt;b&gt;staging&lt;/b&gt; deploy hangs" in page
+    assert "helm upgrade times out.<br>Since Monday." in page
+    plain = manager_client.get(reverse("dashboard:run", args=[SLUG, world.run.pk]))
+    assert 'id="run-task"' not in plain.content.decode()
+
+
 def test_audit_log_filters_and_pages_without_counting(
     world, make_user, manager_client, django_assert_max_num_queries
 ):

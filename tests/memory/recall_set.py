@@ -806,3 +806,108 @@ HELD_OUT = [
         "expected": {"odoo_local_time", "odoo_sku_case", "odoo_session"},
     },
 ]
+
+# A run's task (POST …/runs {"task": {"title", "description"}}): a start recall without a query
+# scores against the title and description together (docs/RECALL.md, "Against the task"). Longer
+# than a query, with the background a ticket carries; labelled by the rules above, before their
+# scores were seen.
+TASKS = [
+    {
+        "agent": "release",
+        "task": {
+            "title": "PIN-1102: Release the merchant CSV order export to production",
+            "description": "The export is merged and has been green on staging since Monday. "
+            "Roll it out to prod this week, watch the new version while it takes traffic, and be "
+            "ready to back it out quickly if error rates climb.",
+        },
+        "expected": {"prod_window", "canary", "rollback"},
+    },
+    {
+        "agent": "release",
+        "task": {
+            "title": "PIN-1120: Add a gift_message column to orders",
+            "description": "Product wants customers to add a gift message at checkout. Add the "
+            "model field and its migration, expose it in the checkout API and get it deployed.",
+        },
+        "expected": {"migrations_first", "db_backup"},
+    },
+    {
+        "agent": "release",
+        "task": {
+            "title": "Move shop.acme.test to the new load balancer",
+            "description": "Infra set up a new ALB for the storefront. Switch production "
+            "traffic over to it with as little downtime as possible and keep the old one until "
+            "we are sure.",
+        },
+        "expected": {"dns_ttl"},
+    },
+    {
+        "agent": "ci",
+        "task": {
+            "title": "PIN-990: the nightly pipeline is red around midnight",
+            "description": "The checkout tests fail on the nightly pipeline but pass when re-run "
+            "in the morning. Find the cause and make the suite deterministic; re-running is not "
+            "a fix.",
+        },
+        "expected": {"flaky_coupon", "tz_assertions"},
+    },
+    {
+        "agent": "ci",
+        "task": {
+            "title": "Speed up the GitHub Actions pipeline",
+            "description": "Pull requests wait about 25 minutes for CI. Look at the caching of "
+            "Python dependencies and at what runs in parallel on the self-hosted runners, "
+            "without losing the coverage gate.",
+        },
+        "expected": {"pip_cache", "runner_memory", "diff_coverage"},
+    },
+    {
+        "agent": "integrations",
+        "task": {
+            "title": "PIN-1200: Sync shipment labels from ShipFast",
+            "description": "For each order shipped through ShipFast, fetch every label created "
+            "since the last sync (the list endpoint returns them page by page) and keep the PDF "
+            "with the order so support can reprint it weeks later.",
+        },
+        "expected": {"shipfast_cursor", "shipfast_labels", "shipfast_429"},
+    },
+    {
+        "agent": "integrations",
+        "task": {
+            "title": "Support payments in Japanese yen",
+            "description": "Marketing launches the storefront in Japan next month. Make checkout "
+            "charge customers in JPY through Stripe, including retries when the charge request "
+            "times out.",
+        },
+        "expected": {"jpy_minor_unit", "stripe_idempotency"},
+    },
+    {
+        "agent": "integrations",
+        "task": {
+            "title": "Send the weekly newsletter through Postmark",
+            "description": "Replace the old Mailchimp job: render the weekly newsletter and send "
+            "it to all 12,000 subscribers through Postmark.",
+        },
+        "expected": {"postmark_batch"},
+    },
+    {
+        "agent": "reviewer",
+        "task": {
+            "title": "Review PIN-1150: refactor of the payments refund flow",
+            "description": "A 900-line pull request that moves the refund logic into "
+            "apps/payments/services.py, renames cancel_refund() and its siblings, and adds no "
+            "tests yet.",
+        },
+        "expected": {"codeowners_payments", "maya_tests", "tom_pr_size", "service_naming"},
+    },
+    {
+        "agent": "reviewer",
+        "task": {
+            "title": "Add a setting for the B2B order limit",
+            "description": "B2B customers need a configurable maximum order value. Add the "
+            "setting, enforce it in the B2B checkout, and write the commit the way this "
+            "repository expects.",
+        },
+        "expected": {"settings_split", "commit_ticket", "legacy_php"},
+    },
+]

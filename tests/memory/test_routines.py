@@ -13,7 +13,14 @@ from django.db import connection
 from django.utils import timezone
 
 from memory_portal.memory import services
-from memory_portal.memory.models import Note, ReviewRoutine, ReviewRun, Run, Status
+from memory_portal.memory.models import (
+    AuditEvent,
+    Note,
+    ReviewRoutine,
+    ReviewRun,
+    Run,
+    Status,
+)
 from memory_portal.memory.services.routines import liftable, next_due, normalized
 
 from .helpers import last_event, refused
@@ -251,3 +258,43 @@ def test_run_now_reports_an_unexpected_failure(world, monkeypatch):
     review = ReviewRun.objects.get()
     assert review.status == "failed" and review.error_code == "internal_error"
     assert Run.objects.get(task_key="memory-dreaming").status == "failed"
+
+
+def test_the_first_save_starts_the_routine_in_its_own_transaction_audited(world):
+    fact(world, "First fact")
+    events = list(
+        AuditEvent.objects.filter(project=world.project, action__in=["note.save", "routine.create"])
+        .order_by("id")
+        .values_list("action", "actor_run_id", "target_ref")
+    )
+    assert events == [
+        ("note.save", world.run.pk, ""),
+        ("routine.create", world.run.pk, world.agent.pk),
+    ]
+    fact(world, "Second fact")
+    assert AuditEvent.objects.filter(action="routine.create").count() == 1
+
+
+def test_a_routine_that_cannot_start_leaves_no_fact(world, monkeypatch):
+    """One transaction: when starting the routine fails, the save is rolled back with it."""
+    from memory_portal.memory.services import schedule
+
+    def broken(after):
+        raise RuntimeError("routine start failed")
+
+    monkeypatch.setattr(schedule, "next_due", broken)
+    with pytest.raises(RuntimeError):
+        fact(world, "First fact")
+    with pytest.raises(RuntimeError):
+        services.day_append(actor=world.as_agent, line="first line of the day")
+    assert not Note.objects.filter(owner_agent=world.agent).exists()
+    assert not AuditEvent.objects.filter(project=world.project).filter(
+        action__in=["note.save", "day.create", "routine.create"]
+    ).exists()
+
+
+def test_the_first_day_line_starts_the_routine_audited(world):
+    services.day_append(actor=world.as_agent, line="started PIN-42")
+    assert routine_of(world).state == "active"
+    event = last_event(world.project, "routine.create")
+    assert event.actor_run_id == world.run.pk and event.target_ref == world.agent.pk

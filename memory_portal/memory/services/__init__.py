@@ -23,7 +23,6 @@ from .notes import (
 from .revert import run_revert, run_revert_undo
 from .routines import (
     routine_delete,
-    routine_ensure,
     routine_execute,
     routine_pause,
     routine_resume,
@@ -46,6 +45,7 @@ from .runs import (
     token_create,
     token_revoke,
 )
+from .schedule import routine_ensure
 from .scratchpad import (
     scratchpad_add,
     scratchpad_clear,

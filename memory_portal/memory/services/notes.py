@@ -58,6 +58,7 @@ from ..validation import (
     tags_to_text,
 )
 from ._common import audit, audit_event, bump, lock_setting
+from .schedule import routine_ensure
 
 TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
 TOOL_SCOPES = {Scope.PROJECT, Scope.APPLICATION}
@@ -162,9 +163,11 @@ def _insert(
     note: Note,
     supersede_id: str | None = None,
     action: str = "note.write",
+    start_review_of: Agent | None = None,
 ) -> WriteResult:
     """Step 2 of the protocol, retried once when a concurrent identical insert wins the
-    unique constraint (step 3): the retry then finds that note and returns its id."""
+    unique constraint (step 3): the retry then finds that note and returns its id. A new
+    note of `start_review_of` starts that agent's daily review in the same transaction."""
     for attempt in (1, 2):
         try:
             with transaction.atomic():
@@ -178,6 +181,8 @@ def _insert(
                 )
                 if existing_id is not None:
                     transaction.set_rollback(True)  # undo the revision bump: nothing changed
+                elif start_review_of is not None:
+                    routine_ensure(actor=actor, agent=start_review_of)
         except IntegrityError:
             if attempt == 2:
                 raise
@@ -432,19 +437,15 @@ def fact_save(
         expires_at = future_expiry(expires_at, now=now)
     note = _agent_fact(agent, fact, expires_at)
     _provenance(actor, note)
-    result = _insert(
+    return _insert(
         actor=actor,
         project=project,
         epoch=epoch,
         note=note,
         supersede_id=supersedes,
         action="note.supersede" if supersedes else "note.save",
+        start_review_of=agent,  # the first save starts the daily review
     )
-    if result.created:
-        from .routines import routine_ensure  # the first save starts the daily review
-
-        routine_ensure(agent=agent)
-    return result
 
 
 def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
@@ -558,10 +559,8 @@ def day_append(*, actor: Actor, line: str) -> Note:
             action = "day.create"
         bump(setting, wrote_note=True)
         audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
-    if action == "day.create":
-        from .routines import routine_ensure  # the day log feeds the daily review too
-
-        routine_ensure(agent=agent)
+        if action == "day.create":
+            routine_ensure(actor=actor, agent=agent)  # the day log feeds the daily review too
     return row
 
 

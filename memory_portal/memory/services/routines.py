@@ -1,15 +1,18 @@
 """The daily review ("Memory dreaming", SPEC §5): an agent's routine, its four deterministic
 steps — merge duplicates, renew or archive expired facts, lift day-log lines into facts, flag
-facts not recalled in 30 days — and the people's controls. Every change goes through the note
-services as the agent's own review run, so it is audited like any other."""
+facts not recalled in 30 days — the people's controls, and the background task that runs one
+review (Django's tasks API). Every change goes through the note services as the agent's own
+review run, so it is audited like any other. When a routine is due and how it starts is in
+schedule.py, which the note services use."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.tasks import TaskResultStatus
+from django.tasks import TaskResultStatus, task
+from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
 from ..access import check_agent_gate, require_member, require_person
@@ -31,8 +34,8 @@ from ..validation import content_key_text
 from ._common import audit
 from .notes import fact_save, note_expire, note_merge, note_renew
 from .runs import run_create, run_update
+from .schedule import next_due
 
-DUE_HOUR_UTC = 4
 RENEW_FOR = timedelta(days=90)
 REVIEW_TASK_KEY = "memory-dreaming"
 LIFT_RE = re.compile(r"^\d\d:\d\d (?:\S+ )?(?:fact|learned):\s*(?P<text>.+)$", re.I)
@@ -42,20 +45,29 @@ FLAGGED_IDS_KEPT = 50
 REVIEW_LEASE = timedelta(minutes=30)
 
 
-def next_due(after: datetime) -> datetime:
-    """The first 04:00 UTC strictly after `after`."""
-    after = after.astimezone(UTC)
-    due = datetime.combine(after.date(), time(DUE_HOUR_UTC), tzinfo=UTC)
-    return due if due > after else due + timedelta(days=1)
-
-
-def routine_ensure(*, agent: Agent, now: datetime | None = None) -> ReviewRoutine | None:
-    """Create the agent's routine on its first save; never revive one a person deleted."""
-    now = now or timezone.now()
-    routine, _ = ReviewRoutine.objects.get_or_create(
-        agent=agent, defaults={"next_run_at": next_due(now), "created_at": now}
+@task
+def run_review_routine(
+    routine_id: int, day: str, now: str, trigger: str = "schedule", review_id: int | None = None
+) -> int | None:
+    """The background task of one daily review, through Django's tasks API: the immediate
+    backend runs it where it is enqueued; the database backend (MEMORY_PORTAL_TASKS=database)
+    queues it for `manage.py db_worker`. `review_id` is the run a person's "Run now" claimed.
+    Returns the ReviewRun id, or None when the day was already run or a review is still
+    running."""
+    review = routine_execute(
+        routine_id=routine_id,
+        day=date.fromisoformat(day),
+        trigger=trigger,
+        now=datetime.fromisoformat(now),
+        review_id=review_id,
     )
-    return routine
+    return review.pk if review is not None else None
+
+
+def reviews_run_in_process() -> bool:
+    """True when an enqueued review runs at once where it was enqueued (the immediate
+    backend); False when it waits in a queue for a worker (MEMORY_PORTAL_TASKS=database)."""
+    return isinstance(run_review_routine.get_backend(), ImmediateBackend)
 
 
 def _routine_for(actor: Actor, agent: Agent) -> ReviewRoutine:
@@ -107,8 +119,6 @@ def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) 
     "Run now" is refused (`review_running`) and nothing is recorded for it. The claimed run
     goes through the task backend like a scheduled one; with the immediate backend it is done
     on return, with a worker backend it is queued (None)."""
-    from ..tasks import run_review_routine
-
     routine = _routine_for(actor, agent)
     now = now or timezone.now()
     with transaction.atomic():
@@ -143,6 +153,10 @@ def _running(routine: ReviewRoutine, now: datetime):
     )
 
 
+def _scheduled(routine: ReviewRoutine, day: date):
+    return ReviewRun.objects.filter(routine=routine, day=day, trigger="schedule")
+
+
 def _already_running(routine: ReviewRoutine, agent: Agent, now: datetime) -> MemoryPortalError:
     running = _running(routine, now).order_by("started_at").first()
     since = f" (started {running.started_at:%H:%M} UTC)" if running else ""
@@ -157,11 +171,16 @@ def _claim(routine: ReviewRoutine, day: date, trigger: str, now: datetime) -> Re
     routine's row lock (SQLite: the IMMEDIATE transaction), a review still running means this
     one does not start. A scheduled run is also unique per routine and day, so a second copy
     of the cron command (or a retry) finds the claim taken and stops; one that found a manual
-    run in progress stays due and runs at the next cron call."""
+    run in progress stays due and runs at the next cron call (a queued one, whose routine
+    moved on when it was queued, makes it due again unless the day was claimed already)."""
     try:
         with transaction.atomic():
             ReviewRoutine.objects.select_for_update().filter(pk=routine.pk).exists()
             if _running(routine, now).exists():
+                if trigger == "schedule" and not _scheduled(routine, day).exists():
+                    ReviewRoutine.objects.filter(pk=routine.pk, next_run_at__gt=now).update(
+                        next_run_at=now
+                    )
                 return None
             review = ReviewRun.objects.create(
                 routine=routine, day=day, trigger=trigger, started_at=now
@@ -365,22 +384,38 @@ def _flag_unrecalled(agent: Agent, now: datetime) -> list[str]:
 
 
 def routines_run_due(*, now: datetime | None = None) -> list[int]:
-    """Enqueue every routine due at `now` (cron calls this every few minutes), each as a
-    task once the surrounding transaction commits. A day already claimed is skipped by the
-    task, so overlapping copies of the command never run a day twice. Returns the routine ids
-    that were enqueued."""
-    from ..tasks import run_review_routine
+    """Enqueue every routine due at `now` (cron calls this every few minutes). A day already
+    claimed is skipped by the task, so overlapping copies of the command — or two copies of a
+    queued task, picked up by two workers — never run a day twice. Returns the routine ids
+    that were enqueued.
 
+    In process (the immediate backend) each task runs once the surrounding transaction
+    commits, and its claim moves the routine to the next day. Queued for a worker
+    (MEMORY_PORTAL_TASKS=database), the routine moves to the next day as it is queued, in the
+    same transaction as the queue row, so cron calls every few minutes queue it once even while
+    the workers are busy or down."""
     now = now or timezone.now()
     due = list(
         ReviewRoutine.objects.filter(paused=False, deleted_at__isnull=True, next_run_at__lte=now)
         .order_by("next_run_at", "pk")
         .values_list("pk", flat=True)
     )
-    for routine_id in due:
-        transaction.on_commit(
-            lambda routine_id=routine_id: run_review_routine.enqueue(
-                routine_id=routine_id, day=now.date().isoformat(), now=now.isoformat()
+    args = {"day": now.date().isoformat(), "now": now.isoformat()}
+    if reviews_run_in_process():
+        for routine_id in due:
+            transaction.on_commit(
+                lambda routine_id=routine_id: run_review_routine.enqueue(
+                    routine_id=routine_id, **args
+                )
             )
-        )
-    return due
+        return due
+    queued = []
+    for routine_id in due:
+        with transaction.atomic():
+            moved = ReviewRoutine.objects.filter(pk=routine_id, next_run_at__lte=now).update(
+                next_run_at=next_due(now)
+            )
+            if moved:  # not queued a moment ago by an overlapping call
+                run_review_routine.enqueue(routine_id=routine_id, **args)
+                queued.append(routine_id)
+    return queued

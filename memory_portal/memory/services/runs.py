@@ -44,6 +44,7 @@ from ..validation import (
     check_no_secret,
     reject_unstorable,
     require_name,
+    run_task,
 )
 from ._common import audit, audit_event, bump, lock_setting
 
@@ -339,9 +340,12 @@ def run_create(
     agent: Agent,
     parent: Run | None = None,
     task_key: str = "",
+    task_title: str = "",
+    task_description: str = "",
 ) -> Run:
     """Start a run of an agent (the orchestrator does this); a nested run shares its parent's
-    top-level run and so its scratchpad and note quota."""
+    top-level run and so its scratchpad and note quota. The task (title and description,
+    optional) is what a start recall without a query scores against."""
     if actor is not None:
         require_manager(actor, agent.project)
     if parent is not None and parent.project_id != agent.project_id:
@@ -349,6 +353,7 @@ def run_create(
     if len(task_key) > 64:
         raise invalid("taskKey", "taskKey holds at most 64 characters.")
     reject_unstorable("taskKey", task_key)
+    task_title, task_description = run_task(task_title, task_description)
     with transaction.atomic():
         run = Run(
             agent=agent,
@@ -356,6 +361,8 @@ def run_create(
             application_id=agent.application_id,
             parent=parent,
             task_key=task_key,
+            task_title=task_title,
+            task_description=task_description,
         )
         run.save(force_insert=True)
         audit(actor=actor, action="run.create", project=agent.project, target=run.pk)
@@ -452,12 +459,21 @@ def run_start(
     agent: Agent,
     parent: Run | None = None,
     task_key: str = "",
+    task_title: str = "",
+    task_description: str = "",
     can_write: bool = True,
 ) -> tuple[Run, str]:
     """What an orchestrator does to start an agent: the run and its token, in one transaction
     (a run never exists without its token). The token's plaintext is returned once."""
     with transaction.atomic():
-        run = run_create(actor=actor, agent=agent, parent=parent, task_key=task_key)
+        run = run_create(
+            actor=actor,
+            agent=agent,
+            parent=parent,
+            task_key=task_key,
+            task_title=task_title,
+            task_description=task_description,
+        )
         _token, plaintext = token_create(actor=actor, run=run, can_write=can_write)
     return run, plaintext
 

@@ -22,8 +22,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.utils import timezone
 
+from memory_portal.memory import lexical, services
 from memory_portal.memory import recall as recall_module
-from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import Kind, MemorySetting, Note, Scope, Stage, Target
 from memory_portal.memory.recall_eval import default_dataset_path, load_dataset
@@ -107,8 +107,8 @@ class Command(BaseCommand):
         Note.objects.bulk_create(notes, batch_size=500)
 
     def _measure(self, actor: Actor, queries: list[str], n: int, repeat: int) -> None:
-        recall_module._fact_terms.cache_clear()
-        recall_module.stem.cache_clear()
+        lexical._fact_terms.cache_clear()
+        lexical.stem.cache_clear()
         # The facts' vectors are computed once per process (docs/RECALL.md, "Speed"); that
         # one-off cost is reported apart, before the first timed recall.
         started = time.perf_counter()

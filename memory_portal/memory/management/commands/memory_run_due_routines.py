@@ -1,6 +1,7 @@
 """`manage.py memory_run_due_routines [--now ISO-TIME]`: run the daily reviews that are due.
 Safe to call from cron every few minutes: a routine's day is claimed once, so overlapping
-copies never run it twice."""
+copies never run it twice. With MEMORY_PORTAL_TASKS=database it only queues them for
+`manage.py db_worker`."""
 
 from datetime import datetime
 
@@ -9,6 +10,7 @@ from django.utils import timezone
 
 from memory_portal.memory.models import ReviewRun
 from memory_portal.memory.services import routines_run_due
+from memory_portal.memory.services.routines import reviews_run_in_process
 
 
 class Command(BaseCommand):
@@ -29,6 +31,12 @@ class Command(BaseCommand):
             if timezone.is_naive(moment):
                 moment = timezone.make_aware(moment, timezone.get_current_timezone())
         enqueued = routines_run_due(now=moment)
+        if not reviews_run_in_process():
+            self.stdout.write(
+                f"{len(enqueued)} routine(s) due at {moment.isoformat()}, queued for the worker "
+                "(manage.py db_worker)"
+            )
+            return
         runs = ReviewRun.objects.filter(
             routine_id__in=enqueued, day=moment.date(), trigger="schedule"
         ).select_related("routine")

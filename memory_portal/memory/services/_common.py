@@ -13,6 +13,7 @@ from django.utils import timezone
 from .. import fastsql
 from ..access import project_not_found
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..models import AuditEvent, MemorySetting, Note, Project
 
 # Details every audit event written inside `audit_context` carries (a run revert marks the
@@ -66,18 +67,19 @@ def audit(**kwargs) -> AuditEvent:
 def audit_event(
     *,
     actor: Actor | None,
-    action: str,
+    action: AuditAction,
     project: Project | None,
     note: Note | None = None,
     recovery_id: str = "",
     target: str = "",
     details: dict | None = None,
 ) -> AuditEvent:
-    """The unsaved audit row of an action (see `audit`)."""
+    """The unsaved audit row of an action (see `audit`). An action outside `AuditAction` is a
+    bug: it raises ValueError rather than record a name the audit log does not know."""
     event = AuditEvent(
         project=project,
         project_ref=project.slug if project is not None else "",
-        action=action,
+        action=AuditAction(action).value,
         note_ref=note.pk if note is not None else "",
         recovery_ref=recovery_id,
         target_ref=target,

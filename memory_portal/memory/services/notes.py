@@ -15,6 +15,7 @@ from .. import evidence as evidence_checks
 from .. import fastsql
 from ..access import check_agent_gate, require_manager, require_member, require_person
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import (
     REASON_EXPIRED,
@@ -161,7 +162,7 @@ def _insert(
     epoch: int,
     note: Note,
     supersede_id: str | None = None,
-    action: str = "note.write",
+    action: AuditAction = AuditAction.NOTE_WRITE,
 ) -> WriteResult:
     """Step 2 of the protocol, retried once when a concurrent identical insert wins the
     unique constraint (step 3): the retry then finds that note and returns its id."""
@@ -196,7 +197,7 @@ def _insert_locked(
     epoch: int,
     note: Note,
     supersede_id: str | None,
-    action: str,
+    action: AuditAction,
 ) -> str | None:
     """Under the setting-row lock, on hand-built SQL (memory/fastsql.py): the epoch, the gate,
     idempotency and never-resurrect, both caps, then the insert and its audit event. Returns
@@ -438,7 +439,7 @@ def fact_save(
         epoch=epoch,
         note=note,
         supersede_id=supersedes,
-        action="note.supersede" if supersedes else "note.save",
+        action=AuditAction.NOTE_SUPERSEDE if supersedes else AuditAction.NOTE_SAVE,
     )
     if result.created:
         from .routines import routine_ensure  # the first save starts the daily review
@@ -496,7 +497,7 @@ def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:
         epoch=setting.revocation_epoch,
         note=note,
         supersede_id=old.pk,
-        action="note.edit",
+        action=AuditAction.NOTE_EDIT,
     )
 
 
@@ -537,7 +538,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
             row.updated_at = now
             stamp_identity(row)
             row.save(update_fields=["content", "content_key", "updated_at"])
-            action = "day.append"
+            action = AuditAction.DAY_APPEND
         else:
             row = Note(
                 project=project,
@@ -555,10 +556,10 @@ def day_append(*, actor: Actor, line: str) -> Note:
             _check_caps(actor, project, _write_check(actor, project, row))
             _provenance(actor, row)
             row.save(force_insert=True)
-            action = "day.create"
+            action = AuditAction.DAY_CREATE
         bump(setting, wrote_note=True)
         audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
-    if action == "day.create":
+    if action == AuditAction.DAY_CREATE:
         from .routines import routine_ensure  # the day log feeds the daily review too
 
         routine_ensure(agent=agent)
@@ -589,7 +590,7 @@ def _save(note: Note, *fields: str) -> None:
     note.save(update_fields=[*fields, "updated_at"])
 
 
-def _set_trust(*, actor: Actor, note_id: str, trust: str, action: str) -> Note:
+def _set_trust(*, actor: Actor, note_id: str, trust: str, action: AuditAction) -> Note:
     with transaction.atomic():
         note, setting = _locked_note(actor, note_id)
         require_manager(actor, note.project)
@@ -611,12 +612,16 @@ def _set_trust(*, actor: Actor, note_id: str, trust: str, action: str) -> Note:
 
 def note_approve(*, actor: Actor, note_id: str) -> Note:
     """Mark reviewed (API word: approved). Managers only; persistence is unchanged."""
-    return _set_trust(actor=actor, note_id=note_id, trust=Trust.REVIEWED, action="note.approve")
+    return _set_trust(
+        actor=actor, note_id=note_id, trust=Trust.REVIEWED, action=AuditAction.NOTE_APPROVE
+    )
 
 
 def note_reject(*, actor: Actor, note_id: str) -> Note:
     """Reject: never served to agents again in lists, search or recall."""
-    return _set_trust(actor=actor, note_id=note_id, trust=Trust.REJECTED, action="note.reject")
+    return _set_trust(
+        actor=actor, note_id=note_id, trust=Trust.REJECTED, action=AuditAction.NOTE_REJECT
+    )
 
 
 def note_archive(*, actor: Actor, note_id: str, reason: str) -> Note:
@@ -638,11 +643,11 @@ def note_archive(*, actor: Actor, note_id: str, reason: str) -> Note:
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
         bump(setting)
-        audit(actor=actor, action="note.archive", project=note.project, note=note)
+        audit(actor=actor, action=AuditAction.NOTE_ARCHIVE, project=note.project, note=note)
     return note
 
 
-def _unarchive(*, actor: Actor, note_id: str, action: str) -> Note:
+def _unarchive(*, actor: Actor, note_id: str, action: AuditAction) -> Note:
     with transaction.atomic():
         note, setting = _locked_note(actor, note_id)
         check_agent_gate(actor, setting, write=True)
@@ -700,7 +705,7 @@ def _check_unique_live(note: Note) -> None:
 
 def note_unarchive(*, actor: Actor, note_id: str) -> Note:
     """Bring an archived note back: never a superseded one; a vetoed one only by a person."""
-    return _unarchive(actor=actor, note_id=note_id, action="note.unarchive")
+    return _unarchive(actor=actor, note_id=note_id, action=AuditAction.NOTE_UNARCHIVE)
 
 
 def note_veto(*, actor: Actor, note_id: str) -> Note:
@@ -720,14 +725,14 @@ def note_veto(*, actor: Actor, note_id: str) -> Note:
         note.vetoed_by = actor.user
         _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
         bump(setting)
-        audit(actor=actor, action="note.veto", project=note.project, note=note)
+        audit(actor=actor, action=AuditAction.NOTE_VETO, project=note.project, note=note)
     return note
 
 
 def note_undo(*, actor: Actor, note_id: str) -> Note:
     """Undo a veto (or any archive) — a person's unarchive."""
     require_person(actor, code="memory_veto_human_only", what="an undo")
-    return _unarchive(actor=actor, note_id=note_id, action="note.undo")
+    return _unarchive(actor=actor, note_id=note_id, action=AuditAction.NOTE_UNDO)
 
 
 def note_forget(*, actor: Actor, note_id: str) -> Recovery:
@@ -764,7 +769,7 @@ def note_forget(*, actor: Actor, note_id: str) -> Recovery:
         bump(setting)
         audit(
             actor=actor,
-            action="note.forget",
+            action=AuditAction.NOTE_FORGET,
             project=note.project,
             note=note,
             recovery_id=recovery.pk,
@@ -808,7 +813,7 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.restore",
+            action=AuditAction.NOTE_RESTORE,
             project=project,
             note=note,
             recovery_id=recovery_id,
@@ -858,7 +863,7 @@ def note_reverify(*, actor: Actor, note_id: str) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.reverify",
+            action=AuditAction.NOTE_REVERIFY,
             project=note.project,
             note=note,
             details={"from": previous, "to": verified.commit},
@@ -911,7 +916,7 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.merge",
+            action=AuditAction.NOTE_MERGE,
             project=old.project,
             note=old,
             details={"into": keeper.pk},
@@ -934,7 +939,7 @@ def note_renew(*, actor: Actor, note_id: str, expires_at: datetime) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.renew",
+            action=AuditAction.NOTE_RENEW,
             project=note.project,
             note=note,
             details={
@@ -962,5 +967,5 @@ def note_expire(*, actor: Actor, note_id: str, now: datetime | None = None) -> N
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
         bump(setting)
-        audit(actor=actor, action="note.expire", project=note.project, note=note)
+        audit(actor=actor, action=AuditAction.NOTE_EXPIRE, project=note.project, note=note)
     return note

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from ..access import check_agent_gate, require_member, require_person
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
 from ..models import (
     Agent,
@@ -78,7 +79,7 @@ def _set_paused(actor: Actor, agent: Agent, paused: bool) -> ReviewRoutine:
             return routine
         routine.paused = paused
         routine.save(update_fields=["paused"])
-        action = "routine.pause" if paused else "routine.resume"
+        action = AuditAction.ROUTINE_PAUSE if paused else AuditAction.ROUTINE_RESUME
         audit(actor=actor, action=action, project=agent.project, target=agent.pk)
     return routine
 
@@ -97,7 +98,9 @@ def routine_delete(*, actor: Actor, agent: Agent) -> ReviewRoutine:
         routine = _routine_for(actor, agent)
         routine.deleted_at = timezone.now()
         routine.save(update_fields=["deleted_at"])
-        audit(actor=actor, action="routine.delete", project=agent.project, target=agent.pk)
+        audit(
+            actor=actor, action=AuditAction.ROUTINE_DELETE, project=agent.project, target=agent.pk
+        )
     return routine
 
 
@@ -115,7 +118,9 @@ def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) 
         review = _claim(routine, now.date(), "manual", now)
         if review is None:
             raise _already_running(routine, agent, now)
-        audit(actor=actor, action="routine.run_now", project=agent.project, target=agent.pk)
+        audit(
+            actor=actor, action=AuditAction.ROUTINE_RUN_NOW, project=agent.project, target=agent.pk
+        )
     result = run_review_routine.enqueue(
         routine_id=routine.pk,
         day=now.date().isoformat(),
@@ -253,7 +258,7 @@ def _finish(
     summary = {k: v for k, v in counts.items() if k != "flagged_ids"}
     audit(
         actor=actor,
-        action="routine.run",
+        action=AuditAction.ROUTINE_RUN,
         project=agent.project,
         target=agent.pk,
         details={"trigger": trigger, "day": day.isoformat(), "status": status, **summary},

@@ -19,6 +19,7 @@ from ..access import (
     require_writer,
 )
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import (
     Agent,
@@ -81,7 +82,7 @@ def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
     with transaction.atomic():
         project = Project.objects.create(slug=slug, name=name)
         MemorySetting.objects.create(project=project)
-        audit(actor=actor, action="project.create", project=project)
+        audit(actor=actor, action=AuditAction.PROJECT_CREATE, project=project)
     return project
 
 
@@ -171,7 +172,11 @@ def project_delete(*, actor: Actor | None, project: Project, confirm: str) -> di
             "start_recalls": start_recalls,
         }
         event = audit_event(
-            actor=actor, action="project.delete", project=None, target=slug, details=counts
+            actor=actor,
+            action=AuditAction.PROJECT_DELETE,
+            project=None,
+            target=slug,
+            details=counts,
         )
         event.project_ref = slug  # the audit log still files the event under the project
         fastsql.insert(event)
@@ -217,7 +222,7 @@ def application_delete(*, actor: Actor | None, application: Application, confirm
         bump(setting, revocation_epoch=setting.revocation_epoch + 1)
         audit(
             actor=actor,
-            action="application.delete",
+            action=AuditAction.APPLICATION_DELETE,
             project=project,
             target=slug,
             details=counts,
@@ -236,7 +241,7 @@ def membership_set(*, actor: Actor | None, project: Project, user, role: str) ->
         )
         audit(
             actor=actor,
-            action="membership.set",
+            action=AuditAction.MEMBERSHIP_SET,
             project=project,
             target=user.get_username(),
             details={"role": role},
@@ -255,7 +260,7 @@ def application_create(
         raise invalid("id", f"Application {slug} already exists in {project.slug}.")
     with transaction.atomic():
         application = Application.objects.create(project=project, slug=slug, name=name)
-        audit(actor=actor, action="application.create", project=project, target=slug)
+        audit(actor=actor, action=AuditAction.APPLICATION_CREATE, project=project, target=slug)
     return application
 
 
@@ -272,7 +277,7 @@ def repository_create(*, actor: Actor | None, slug: str, path: str) -> Repositor
     evidence_checks.resolve_commit(repo_path=path, revision="HEAD")
     with transaction.atomic():
         repository = Repository.objects.create(slug=slug, path=path)
-        audit(actor=actor, action="repository.create", project=None, target=slug)
+        audit(actor=actor, action=AuditAction.REPOSITORY_CREATE, project=None, target=slug)
     return repository
 
 
@@ -302,7 +307,7 @@ def repository_link_set(
         bump(setting)
         audit(
             actor=actor,
-            action="repository.link",
+            action=AuditAction.REPOSITORY_LINK,
             project=project,
             target=f"{application.slug}:{repository.slug}",
             details={"from": previous, "to": commit},
@@ -329,7 +334,7 @@ def agent_create(
         agent = Agent.objects.create(
             project=project, application=application, name=name, stage=stage
         )
-        audit(actor=actor, action="agent.create", project=project, target=agent.pk)
+        audit(actor=actor, action=AuditAction.AGENT_CREATE, project=project, target=agent.pk)
     return agent
 
 
@@ -358,7 +363,7 @@ def run_create(
             task_key=task_key,
         )
         run.save(force_insert=True)
-        audit(actor=actor, action="run.create", project=agent.project, target=run.pk)
+        audit(actor=actor, action=AuditAction.RUN_CREATE, project=agent.project, target=run.pk)
     return run
 
 
@@ -414,7 +419,7 @@ def run_update(
             bump(setting)  # producer status is visible on every note the run wrote
         audit(
             actor=actor,
-            action="run.status" if "status" in details else "run.step",
+            action=AuditAction.RUN_STATUS if "status" in details else AuditAction.RUN_STEP,
             project=run.project,
             target=run.pk,
             details=details,
@@ -438,7 +443,7 @@ def run_delete(*, actor: Actor | None, run: Run) -> dict[str, int]:
         bump(setting)
         audit(
             actor=actor,
-            action="run.delete",
+            action=AuditAction.RUN_DELETE,
             project=project,
             target=run_id,
             details={"scratchpad_items": items},
@@ -496,7 +501,7 @@ def token_create(
         project = run.project if run is not None else None
         audit(
             actor=actor,
-            action="token.create",
+            action=AuditAction.TOKEN_CREATE,
             project=project,
             target=f"tok_{prefix}",
             details={"scopes": token.scopes, "run": run.pk if run else ""},
@@ -513,7 +518,7 @@ def token_revoke(*, actor: Actor | None, token: ApiToken) -> ApiToken:
         token.save(update_fields=["revoked_at"])
         audit(
             actor=actor,
-            action="token.revoke",
+            action=AuditAction.TOKEN_REVOKE,
             project=token.run.project if token.run_id else None,
             target=f"tok_{token.prefix}",
         )

@@ -20,6 +20,7 @@ from memory_portal.memory.models import (
     Status,
     Target,
     Trust,
+    expired_q,
 )
 
 YES_NO = [("true", "Yes"), ("false", "No")]
@@ -106,8 +107,7 @@ class NoteFilter(django_filters.FilterSet):
         return queryset.filter(tags_text__contains=f"|{tag}|")
 
     def filter_expired(self, queryset, name, value):
-        now = timezone.now()
-        expired = Q(expires_at__isnull=False, expires_at__lte=now)
+        expired = expired_q(timezone.now())
         match _yes_no(value):
             case True:
                 return queryset.filter(expired)

@@ -31,6 +31,7 @@ from .models import (
     ScratchpadItem,
     Status,
     Trust,
+    expired_q,
     not_expired_q,
 )
 
@@ -603,7 +604,7 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
         "learned": rows.filter(not_expired, trust=Trust.LEARNED)
         .exclude(kind=Kind.DAY)
         .order_by("created_at", "id"),
-        "expired": rows.filter(expires_at__lte=now).order_by("expires_at", "id"),
+        "expired": rows.filter(expired_q(now)).order_by("expires_at", "id"),
         "not_recalled": rows.filter(not_expired, not_recalled_q(now))
         .exclude(kind=Kind.DAY)
         .exclude(trust=Trust.REJECTED)

@@ -34,6 +34,7 @@ from ..models import (
     Status,
     Target,
     Trust,
+    is_expired,
 )
 from ..selectors import (
     agent_for_memories,
@@ -960,7 +961,7 @@ def note_expire(*, actor: Actor, note_id: str, now: datetime | None = None) -> N
         _require_own(actor, note)
         if note.status != Status.ACTIVE:
             return note
-        if note.expires_at is None or note.expires_at > now:
+        if not is_expired(note.expires_at, now):
             raise invalid("id", f"{note.pk} has not expired.")
         note.status = Status.ARCHIVED
         note.archive_reason = REASON_EXPIRED

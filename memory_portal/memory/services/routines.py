@@ -26,6 +26,7 @@ from ..models import (
     Scope,
     Status,
     Trust,
+    expired_q,
 )
 from ..selectors import NOT_RECALLED, not_recalled_q, setting_get
 from ..validation import content_key_text
@@ -307,11 +308,11 @@ def _handle_expired(actor: Actor, agent: Agent, now: datetime) -> tuple[int, int
     archived with reason `expired`."""
     expired = (
         Note.objects.filter(
+            expired_q(now),
             owner_agent=agent,
             scope=Scope.AGENT,
             kind=Kind.FACT,
             status=Status.ACTIVE,
-            expires_at__lte=now,
         )
         .exclude(trust=Trust.REJECTED)
         .order_by("created_at", "id")

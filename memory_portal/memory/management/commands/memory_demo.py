@@ -37,6 +37,7 @@ from memory_portal.memory.models import (
     Stage,
     Status,
     Trust,
+    expired_q,
 )
 
 DEMO_USER = "demo"
@@ -186,7 +187,7 @@ class Command(BaseCommand):
             "  vetoed {}, superseded {}, expired {}, evidence-bound {}, day rows {}".format(
                 notes.filter(status=Status.ARCHIVED, archive_reason=REASON_VETOED).count(),
                 notes.filter(archive_reason=REASON_SUPERSEDED).count(),
-                notes.filter(expires_at__lte=now).count(),
+                notes.filter(expired_q(now)).count(),
                 notes.exclude(evidence_commit="").count(),
                 notes.filter(kind=Kind.DAY).count(),
             )

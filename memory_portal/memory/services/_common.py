@@ -32,7 +32,9 @@ def audit_context(**details) -> Iterator[None]:
 
 def lock_setting(project: Project) -> MemorySetting:
     """Lock the project's setting row for the rest of the transaction. PostgreSQL takes a row
-    lock; SQLite runs every write transaction IMMEDIATE, so one writer holds the database."""
+    lock; SQLite runs every write transaction IMMEDIATE, so one writer holds the database.
+    The locked row becomes `project.memory_setting`: a caller holding the same project object
+    (the dashboard re-rendering its counters) sees the state this change leaves, unread."""
     assert transaction.get_connection().in_atomic_block, "lock_setting needs a transaction"
     with fastsql.bounded_lock_wait():
         setting = MemorySetting.objects.select_for_update().filter(project_id=project.pk).first()
@@ -43,6 +45,7 @@ def lock_setting(project: Project) -> MemorySetting:
             raise project_not_found(project.slug)
         MemorySetting.objects.get_or_create(project_id=project.pk)
         setting = MemorySetting.objects.select_for_update().get(project_id=project.pk)
+    project.memory_setting = setting
     return setting
 
 

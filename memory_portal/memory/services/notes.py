@@ -8,12 +8,18 @@ from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from .. import evidence as evidence_checks
 from .. import fastsql
-from ..access import check_agent_gate, require_manager, require_member, require_person
+from ..access import (
+    actor_role,
+    check_agent_gate,
+    require_manager,
+    require_member,
+    require_person,
+)
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
@@ -38,6 +44,7 @@ from ..models import (
 )
 from ..selectors import (
     agent_for_memories,
+    note_by_id_q,
     note_get,
     note_not_found,
     recoveries_for_actor,
@@ -286,9 +293,7 @@ def _lock_superseded(actor: Actor, project: Project, note_id: str, new: Note) ->
 
 
 def _is_manager(actor: Actor, project: Project) -> bool:
-    from ..access import role_in
-
-    return actor.is_person and role_in(actor.user, project) == Role.MANAGER
+    return actor.is_person and actor_role(actor, project) == Role.MANAGER
 
 
 def _resolve_evidence(
@@ -464,11 +469,14 @@ def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
     return note
 
 
-def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:
+def note_edit(
+    *, actor: Actor, note_id: str, content: str, project: Project | None = None
+) -> WriteResult:
     """A person's edit: a new note replaces the old one, which is archived as superseded. The
-    new note keeps the old one's place (kind, scope, owner, target) and names the editor."""
+    new note keeps the old one's place (kind, scope, owner, target) and names the editor.
+    `project`, when given, is where the note must be (the dashboard's URL)."""
     require_person(actor, what="an edit")
-    old = note_get(actor=actor, note_id=note_id)
+    old = note_get(actor=actor, note_id=note_id, project=project)
     require_member(actor, old.project)
     if old.kind == Kind.DAY:
         raise MemoryPortalError("memory_day_append_only", "A day log cannot be edited.")
@@ -570,12 +578,34 @@ def day_append(*, actor: Actor, line: str) -> Note:
 # --- Changes to an existing note ------------------------------------------------------------
 
 
-def _locked_note(actor: Actor, note_id: str) -> tuple[Note, MemorySetting]:
-    """Find the note as the actor sees it, then lock the setting row and re-read the note
-    under the lock, so every rule below judges the current state."""
-    seen = note_get(actor=actor, note_id=note_id)
-    setting = lock_setting(seen.project)
-    note = Note.objects.select_for_update().get(pk=seen.pk)
+def _live_twin() -> Subquery:
+    """Another active note of the project with the same content hash (read with the note)."""
+    twins = Note.objects.filter(
+        project_id=OuterRef("project_id"),
+        content_hash=OuterRef("content_hash"),
+        status=Status.ACTIVE,
+    ).exclude(pk=OuterRef("pk"))
+    return Subquery(twins.values("pk")[:1])
+
+
+def _locked_note(
+    actor: Actor, note_id: str, project: Project | None = None
+) -> tuple[Note, MemorySetting]:
+    """Load and authorise once: find the note as the actor sees it, lock the project's setting
+    row, and read the note under the lock, so every rule below judges the current state. With
+    `project` (the caller knows it, as the dashboard's URL does) the note is read only under
+    the lock, and must be of that project."""
+    if project is None:
+        project = note_get(actor=actor, note_id=note_id).project
+        by_id = Q(pk=note_id)
+    else:
+        by_id = note_by_id_q(actor=actor, project=project, note_id=note_id)
+    setting = lock_setting(project)
+    note = Note.objects.select_for_update().filter(by_id).annotate(live_twin_id=_live_twin())
+    note = note.first()
+    if note is None:
+        raise note_not_found(note_id)
+    note.project = project
     return note, setting
 
 
@@ -591,9 +621,11 @@ def _save(note: Note, *fields: str) -> None:
     note.save(update_fields=[*fields, "updated_at"])
 
 
-def _set_trust(*, actor: Actor, note_id: str, trust: str, action: AuditAction) -> Note:
+def _set_trust(
+    *, actor: Actor, note_id: str, trust: str, action: AuditAction, project: Project | None
+) -> Note:
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         require_manager(actor, note.project)
         if note.trust == trust:
             return note
@@ -611,28 +643,38 @@ def _set_trust(*, actor: Actor, note_id: str, trust: str, action: AuditAction) -
     return note
 
 
-def note_approve(*, actor: Actor, note_id: str) -> Note:
+def note_approve(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Mark reviewed (API word: approved). Managers only; persistence is unchanged."""
     return _set_trust(
-        actor=actor, note_id=note_id, trust=Trust.REVIEWED, action=AuditAction.NOTE_APPROVE
+        actor=actor,
+        note_id=note_id,
+        trust=Trust.REVIEWED,
+        action=AuditAction.NOTE_APPROVE,
+        project=project,
     )
 
 
-def note_reject(*, actor: Actor, note_id: str) -> Note:
+def note_reject(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Reject: never served to agents again in lists, search or recall."""
     return _set_trust(
-        actor=actor, note_id=note_id, trust=Trust.REJECTED, action=AuditAction.NOTE_REJECT
+        actor=actor,
+        note_id=note_id,
+        trust=Trust.REJECTED,
+        action=AuditAction.NOTE_REJECT,
+        project=project,
     )
 
 
-def note_archive(*, actor: Actor, note_id: str, reason: str) -> Note:
+def note_archive(
+    *, actor: Actor, note_id: str, reason: str, project: Project | None = None
+) -> Note:
     """Archive with a reason: the owning agent (its own notes) or a person."""
     text = require_text("reason", reason, max_len=ARCHIVE_REASON_MAX)
     if text.lower() in RESERVED_REASONS:
         raise invalid("reason", f"The reason {text!r} is set by Memory Portal itself.")
     check_no_secret(reason=text)
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         check_agent_gate(actor, setting, write=True)
         _require_own(actor, note)
         if note.status == Status.FORGOTTEN:
@@ -648,9 +690,9 @@ def note_archive(*, actor: Actor, note_id: str, reason: str) -> Note:
     return note
 
 
-def _unarchive(*, actor: Actor, note_id: str, action: AuditAction) -> Note:
+def _unarchive(*, actor: Actor, note_id: str, action: AuditAction, project: Project | None) -> Note:
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         check_agent_gate(actor, setting, write=True)
         _require_own(actor, note)
         if note.status == Status.ACTIVE:
@@ -685,14 +727,8 @@ def _unarchive(*, actor: Actor, note_id: str, action: AuditAction) -> Note:
 
 
 def _check_unique_live(note: Note) -> None:
-    twin = (
-        Note.objects.filter(
-            project_id=note.project_id, content_hash=note.content_hash, status=Status.ACTIVE
-        )
-        .exclude(pk=note.pk)
-        .values_list("pk", flat=True)
-        .first()
-    )
+    """`note` was read under the lock with `_live_twin()` as `live_twin_id`."""
+    twin = note.live_twin_id
     if twin is None:
         return
     if note.kind == Kind.DAY:
@@ -704,16 +740,18 @@ def _check_unique_live(note: Note) -> None:
     )
 
 
-def note_unarchive(*, actor: Actor, note_id: str) -> Note:
+def note_unarchive(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Bring an archived note back: never a superseded one; a vetoed one only by a person."""
-    return _unarchive(actor=actor, note_id=note_id, action=AuditAction.NOTE_UNARCHIVE)
+    return _unarchive(
+        actor=actor, note_id=note_id, action=AuditAction.NOTE_UNARCHIVE, project=project
+    )
 
 
-def note_veto(*, actor: Actor, note_id: str) -> Note:
+def note_veto(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """A person's one-click veto: archive with reason `vetoed`, recording who."""
     require_person(actor, code="memory_veto_human_only", what="a veto")
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         if note.is_vetoed:
             return note
         if note.status != Status.ACTIVE:
@@ -730,17 +768,17 @@ def note_veto(*, actor: Actor, note_id: str) -> Note:
     return note
 
 
-def note_undo(*, actor: Actor, note_id: str) -> Note:
+def note_undo(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Undo a veto (or any archive) — a person's unarchive."""
     require_person(actor, code="memory_veto_human_only", what="an undo")
-    return _unarchive(actor=actor, note_id=note_id, action=AuditAction.NOTE_UNDO)
+    return _unarchive(actor=actor, note_id=note_id, action=AuditAction.NOTE_UNDO, project=project)
 
 
-def note_forget(*, actor: Actor, note_id: str) -> Recovery:
+def note_forget(*, actor: Actor, note_id: str, project: Project | None = None) -> Recovery:
     """Hide a note and keep a recovery record. Agents forget learned notes in their reach;
     managers forget any note."""
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         if actor.is_agent:
             check_agent_gate(actor, setting, write=True)
             if note.status != Status.ACTIVE:
@@ -794,9 +832,7 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
             if not recoveries_for_actor(actor=actor).filter(pk=recovery_id).exists():
                 raise not_found
         else:
-            from ..access import role_in
-
-            if role_in(actor.user, project) is None:
+            if actor_role(actor, project) is None:
                 raise not_found
             require_manager(actor, project)
         setting = lock_setting(project)
@@ -805,7 +841,11 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
         recovery = Recovery.objects.select_for_update().filter(pk=recovery_id).first()
         if recovery is None:
             raise not_found
-        note = Note.objects.select_for_update().get(pk=recovery.note_id)
+        note = (
+            Note.objects.select_for_update()
+            .annotate(live_twin_id=_live_twin())
+            .get(pk=recovery.note_id)
+        )
         if recovery.previous_status == Status.ACTIVE:
             _check_unique_live(note)
         note.status = recovery.previous_status
@@ -823,11 +863,11 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
     return note
 
 
-def note_reverify(*, actor: Actor, note_id: str) -> Note:
+def note_reverify(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Re-bind a stale evidence-bound note to the current pinned revision when its file (and
     quote) still match there."""
     require_person(actor, what="a re-verify")
-    note = note_get(actor=actor, note_id=note_id)
+    note = note_get(actor=actor, note_id=note_id, project=project)
     require_member(actor, note.project)
     if not note.evidence_commit or note.evidence_repository_id is None:
         raise MemoryPortalError(

@@ -47,6 +47,10 @@ def note_not_found(note_id: str) -> MemoryPortalError:
     return MemoryPortalError("memory_not_found", f"No memory {note_id} in this workspace.")
 
 
+def agent_not_found(agent_id: str) -> MemoryPortalError:
+    return MemoryPortalError("not_found", f"No agent {agent_id} here.", hint="Check the agt_ id.")
+
+
 # --- Projects -----------------------------------------------------------------------------
 
 
@@ -314,17 +318,13 @@ def memories_for_actor(
 def agent_get(*, actor: Actor, agent_id: str) -> Agent:
     agent = Agent.objects.filter(pk=agent_id).select_related("project", "application").first()
     if agent is None:
-        raise MemoryPortalError(
-            "not_found", f"No agent {agent_id} here.", hint="Check the agt_ id."
-        )
+        raise agent_not_found(agent_id)
     if actor.is_agent:
         if agent.pk != actor.run.agent_id:
             raise MemoryPortalError("memory_not_own", "An agent acts on its own memories only.")
         return agent
     if actor_role(actor, agent.project) is None:
-        raise MemoryPortalError(
-            "not_found", f"No agent {agent_id} here.", hint="Check the agt_ id."
-        )
+        raise agent_not_found(agent_id)
     return agent
 
 
@@ -740,9 +740,7 @@ def application_in_project(*, actor: Actor, project: Project, slug: str) -> Appl
 def agent_in_project(*, actor: Actor, project: Project, agent_id: str) -> Agent:
     agent = agent_get(actor=actor, agent_id=agent_id)
     if agent.project_id != project.pk:
-        raise MemoryPortalError(
-            "not_found", f"No agent {agent_id} here.", hint="Check the agt_ id."
-        )
+        raise agent_not_found(agent_id)
     return agent
 
 

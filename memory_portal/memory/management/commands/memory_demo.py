@@ -46,6 +46,7 @@ SCENARIO = load_scenario()
 REPO_SLUG = SCENARIO.repo_slug
 DEMO_PROJECTS = tuple(spec.slug for spec in SCENARIO.projects)
 
+
 class Command(BaseCommand):
     help = (
         "Load a realistic demo (projects acme-web, payments-core and legacy-erp, agents, runs, "

@@ -622,7 +622,7 @@ def _save(note: Note, *fields: str) -> None:
 
 
 def _set_trust(
-    *, actor: Actor, note_id: str, trust: str, action: AuditAction, project: Project | None
+    actor: Actor, note_id: str, project: Project | None, trust: str, action: AuditAction
 ) -> Note:
     with transaction.atomic():
         note, setting = _locked_note(actor, note_id, project)
@@ -645,24 +645,12 @@ def _set_trust(
 
 def note_approve(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Mark reviewed (API word: approved). Managers only; persistence is unchanged."""
-    return _set_trust(
-        actor=actor,
-        note_id=note_id,
-        trust=Trust.REVIEWED,
-        action=AuditAction.NOTE_APPROVE,
-        project=project,
-    )
+    return _set_trust(actor, note_id, project, Trust.REVIEWED, AuditAction.NOTE_APPROVE)
 
 
 def note_reject(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Reject: never served to agents again in lists, search or recall."""
-    return _set_trust(
-        actor=actor,
-        note_id=note_id,
-        trust=Trust.REJECTED,
-        action=AuditAction.NOTE_REJECT,
-        project=project,
-    )
+    return _set_trust(actor, note_id, project, Trust.REJECTED, AuditAction.NOTE_REJECT)
 
 
 def note_archive(

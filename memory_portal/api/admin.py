@@ -35,13 +35,6 @@ def _managed(request, project_id: str):
     return actor, project
 
 
-def _in_project(note_id: str, project, actor):
-    note = selectors.note_get(actor=actor, note_id=note_id)
-    if note.project_id != project.pk:
-        raise selectors.note_not_found(note_id)
-    return note
-
-
 def _state(note) -> dict:
     return {
         "id": note.id,
@@ -111,11 +104,10 @@ def memory_reset(request, project_id: str):
 def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
     """Mark a note reviewed (`approved`) or `rejected`."""
     actor, project = _project(request, project_id)
-    note = _in_project(note_id, project, actor)
     if body.state == "approved":
-        services.note_approve(actor=actor, note_id=note.id)
+        services.note_approve(actor=actor, note_id=note_id, project=project)
     else:
-        services.note_reject(actor=actor, note_id=note.id)
+        services.note_reject(actor=actor, note_id=note_id, project=project)
     return Status(204, None)
 
 
@@ -124,9 +116,8 @@ def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
 )
 def memory_forget(request, project_id: str, note_id: str):
     actor, project = _project(request, project_id)
-    note = _in_project(note_id, project, actor)
-    recovery = services.note_forget(actor=actor, note_id=note.id)
-    return {"recoveryId": recovery.id, "id": note.id}
+    recovery = services.note_forget(actor=actor, note_id=note_id, project=project)
+    return {"recoveryId": recovery.id, "id": recovery.note_id}
 
 
 @router.post(
@@ -153,8 +144,7 @@ def memory_restore(request, project_id: str, recovery_id: str):
 def memory_veto(request, project_id: str, note_id: str):
     """Veto: archive the note with reason `vetoed`, recording who."""
     actor, project = _project(request, project_id)
-    note = _in_project(note_id, project, actor)
-    return _state(services.note_veto(actor=actor, note_id=note.id))
+    return _state(services.note_veto(actor=actor, note_id=note_id, project=project))
 
 
 @router.post(
@@ -163,8 +153,7 @@ def memory_veto(request, project_id: str, note_id: str):
 def memory_undo(request, project_id: str, note_id: str):
     """Undo a veto (or another archive)."""
     actor, project = _project(request, project_id)
-    note = _in_project(note_id, project, actor)
-    return _state(services.note_undo(actor=actor, note_id=note.id))
+    return _state(services.note_undo(actor=actor, note_id=note_id, project=project))
 
 
 # --- Orchestration ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from django import forms
 from django.db.models import Q
 from django.utils import timezone
 
+from memory_portal.memory.audit_actions import AuditAction
 from memory_portal.memory.models import (
     Agent,
     Application,
@@ -19,6 +20,7 @@ from memory_portal.memory.models import (
     Status,
     Target,
     Trust,
+    expired_q,
 )
 
 YES_NO = [("true", "Yes"), ("false", "No")]
@@ -105,8 +107,7 @@ class NoteFilter(django_filters.FilterSet):
         return queryset.filter(tags_text__contains=f"|{tag}|")
 
     def filter_expired(self, queryset, name, value):
-        now = timezone.now()
-        expired = Q(expires_at__isnull=False, expires_at__lte=now)
+        expired = expired_q(timezone.now())
         match _yes_no(value):
             case True:
                 return queryset.filter(expired)
@@ -120,43 +121,8 @@ class NoteFilter(django_filters.FilterSet):
         return queryset if flag is None else queryset.filter(evidence_stale=flag)
 
 
-# Actions the services record; the audit filter offers them as suggestions.
-KNOWN_ACTIONS = [
-    "note.write",
-    "note.save",
-    "note.edit",
-    "note.supersede",
-    "note.approve",
-    "note.reject",
-    "note.archive",
-    "note.unarchive",
-    "note.veto",
-    "note.undo",
-    "note.forget",
-    "note.restore",
-    "note.reverify",
-    "day.create",
-    "day.append",
-    "memory.enable",
-    "memory.disable",
-    "memory.reset",
-    "run.create",
-    "run.status",
-    "run.step",
-    "run.delete",
-    "scratchpad.add",
-    "scratchpad.done",
-    "scratchpad.undo",
-    "scratchpad.clear",
-    "agent.create",
-    "application.create",
-    "application.delete",
-    "project.delete",
-    "repository.link",
-    "membership.set",
-    "token.create",
-    "token.revoke",
-]
+# The audit filter offers every action the services record as a suggestion.
+KNOWN_ACTIONS = AuditAction.values
 
 
 class AuditFilter(django_filters.FilterSet):
@@ -168,7 +134,9 @@ class AuditFilter(django_filters.FilterSet):
         label="Action",
         field_name="action",
         lookup_expr="startswith",
-        widget=forms.TextInput(attrs={"list": "audit-actions", "placeholder": "note.veto"}),
+        widget=forms.TextInput(
+            attrs={"list": "audit-actions", "placeholder": AuditAction.NOTE_VETO.value}
+        ),
     )
     date_from = django_filters.DateFilter(
         label="From", field_name="created_at", lookup_expr="date__gte", widget=DATE_INPUT

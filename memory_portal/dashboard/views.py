@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -81,17 +84,36 @@ def person_view(view: Callable) -> Callable:
                 raise Http404(err.message) from err
             # A refusal no view expected: say it plainly rather than fail.
             if request.htmx:
-                response = HttpResponse("")
-                response["HX-Reswap"] = "none"
-                return _toast(response, "error", err.message, err.hint)
+                return _error_toast(err.message, err.hint)
             context = {"error": err}
             return render(request, "dashboard/refused.html", context, status=err.status)
 
     return wrapper
 
 
+def refusal_edge(view: Callable) -> Callable:
+    """The refusal edge of a change on a project page: a refusal (MemoryPortalError) that
+    says not-found is a 404; any other is a toast over htmx (nothing swapped), or a message on
+    the page the person comes back to."""
+
+    @functools.wraps(view)
+    def wrapper(request, slug, *args, **kwargs):
+        try:
+            return view(request, slug, *args, **kwargs)
+        except MemoryPortalError as err:
+            if err.code in NOT_FOUND_CODES:
+                raise Http404(err.message) from err
+            return _refusal(request, slug, err.message, err.hint)
+
+    return wrapper
+
+
 def _actor(request) -> Actor:
-    return Actor.person(request.user)
+    """The person acting, one per request: it remembers their role in each project it met."""
+    actor = getattr(request, "memory_actor", None)
+    if actor is None:
+        actor = request.memory_actor = Actor.person(request.user, for_request=True)
+    return actor
 
 
 def _access(request, slug: str) -> selectors.ProjectAccess:
@@ -112,6 +134,10 @@ def _project_context(access: selectors.ProjectAccess, *, fresh: bool = False) ->
 
 
 def _next_url(request, access: selectors.ProjectAccess) -> str:
+    return _back_to(request, access.project.slug)
+
+
+def _back_to(request, slug: str) -> str:
     """Where a no-JavaScript POST returns: the page it came from — a path on this site. Not
     a bare word either: `redirect()` would look it up as a URL name (and fail, or go there)."""
     candidate = request.POST.get("next") or request.GET.get("next") or ""
@@ -119,7 +145,7 @@ def _next_url(request, access: selectors.ProjectAccess) -> str:
         candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return candidate
-    return reverse("dashboard:project", args=[access.project.slug])
+    return reverse("dashboard:project", args=[slug])
 
 
 def _toast(response: HttpResponse, level: str, message: str, hint: str = "") -> HttpResponse:
@@ -128,27 +154,25 @@ def _toast(response: HttpResponse, level: str, message: str, hint: str = "") -> 
     )
 
 
-def _refused(request, access, err: MemoryPortalError) -> HttpResponse:
+def _error_toast(message: str, hint: str = "") -> HttpResponse:
+    """A refusal over htmx: nothing is swapped, an error toast says why."""
+    response = HttpResponse("")
+    response["HX-Reswap"] = "none"
+    return _toast(response, "error", message, hint)
+
+
+def _refusal(request, slug: str, message: str, hint: str | None = None) -> HttpResponse:
     """Show a refusal where the person is: a toast (htmx, nothing swapped) or a message on the
     page they come back to."""
-    if err.code in NOT_FOUND_CODES:
-        raise Http404(err.message) from err
     if request.htmx:
-        response = HttpResponse("")
-        response["HX-Reswap"] = "none"
-        return _toast(response, "error", err.message, err.hint)
-    messages.error(request, f"{err.message} {err.hint}")
-    return redirect(_next_url(request, access))
+        return _error_toast(message, hint or "")
+    messages.error(request, message if hint is None else f"{message} {hint}")
+    return redirect(_back_to(request, slug))
 
 
 def _form_refused(request, access, form) -> HttpResponse:
     first = next(iter(form.errors.values()))[0]
-    if request.htmx:
-        response = HttpResponse("")
-        response["HX-Reswap"] = "none"
-        return _toast(response, "error", first)
-    messages.error(request, first)
-    return redirect(_next_url(request, access))
+    return _refusal(request, access.project.slug, first)
 
 
 def _rows(access, request, note_ids: Iterable[str]) -> list[Note]:
@@ -162,36 +186,23 @@ def _rows(access, request, note_ids: Iterable[str]) -> list[Note]:
     return [found[i] for i in ids if i in found]
 
 
-def _rows_response(request, access, *, note_ids, message: str, oob: bool = False):
+def _rows_response(
+    request, access, *, note_ids, message: str, oob: bool = False, fresh: bool = True
+):
     """After a note action: htmx gets the changed rows and the counters; a plain POST is
-    redirected back to the page (and filters) it came from."""
+    redirected back to the page (and filters) it came from. `fresh=False`: the service locked
+    the setting row through `access.project`, which holds it as the change left it."""
     if not request.htmx:
         messages.success(request, message)
         return redirect(_next_url(request, access))
     context = {
-        **_project_context(access, fresh=True),
+        **_project_context(access, fresh=fresh),
         "rows": _rows(access, request, note_ids),
         "next": _next_url(request, access),
         "oob": oob,
     }
     response = render(request, f"{MEMORY_PAGE}#row_response", context)
     return _toast(response, "success", message)
-
-
-def _note_action(request, slug: str, note_id: str, call, message: Callable[..., str]):
-    """One row action: find the note in this project (404 otherwise), make one service call,
-    answer with the new row."""
-    access = _access(request, slug)
-    actor = _actor(request)
-    note = selectors.note_in_project(actor=actor, project=access.project, note_id=note_id)
-    try:
-        result = call(actor, note)
-    except MemoryPortalError as err:
-        return _refused(request, access, err)
-    changed = [note.pk]
-    if isinstance(result, services.notes.WriteResult):
-        changed = [result.note.pk, note.pk]
-    return _rows_response(request, access, note_ids=changed, message=message(note, result))
 
 
 def _note_table(request, access, queryset, *, fixed: dict | None = None, prefix: str = ""):
@@ -340,16 +351,14 @@ def agent_detail(request, slug, agent_id):
 
 @require_GET
 @person_view
+@refusal_edge
 def agent_recall_preview(request, slug, agent_id):
     """What a recall for this agent would pick now, with scores; nothing is counted."""
     access = _access(request, slug)
     actor = _actor(request)
     agent = selectors.agent_in_project(actor=actor, project=access.project, agent_id=agent_id)
     query = request.GET.get("query", "")
-    try:
-        preview = recall.recall(actor=actor, agent_id=agent.pk, query=query, mark=False)
-    except MemoryPortalError as err:
-        return _refused(request, access, err)
+    preview = recall.recall(actor=actor, agent_id=agent.pk, query=query, mark=False)
     preview.query = query
     if request.htmx:
         context = {**_project_context(access), "agent": agent, "preview": preview}
@@ -466,140 +475,95 @@ def audit(request):
 # --- Note actions (one service call each) ---------------------------------------------------
 
 
-@require_POST
-@person_view
-def note_approve(request, slug, note_id):
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_approve(actor=actor, note_id=note.pk),
-        lambda note, _: f"Approved {note.pk}: agents and reviewers see it as reviewed.",
-    )
+@dataclass(frozen=True)
+class NoteVerb:
+    """A row action on a note: its service, the form its POST must pass (the form's fields are
+    the service's further arguments) and what the person is told (from the note id and the
+    service's result)."""
+
+    service: Callable
+    message: Callable[[str, Any], str]
+    form: type[forms.Form] | None = None
 
 
-@require_POST
-@person_view
-def note_reject(request, slug, note_id):
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_reject(actor=actor, note_id=note.pk),
-        lambda note, _: f"Rejected {note.pk}: agents will not be served it.",
-    )
-
-
-@require_POST
-@person_view
-def note_veto(request, slug, note_id):
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_veto(actor=actor, note_id=note.pk),
-        lambda note, _: f"Vetoed {note.pk}. Undo brings it back.",
-    )
-
-
-@require_POST
-@person_view
-def note_undo(request, slug, note_id):
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_undo(actor=actor, note_id=note.pk),
-        lambda note, _: f"{note.pk} is active again.",
-    )
-
-
-@require_POST
-@person_view
-def note_unarchive(request, slug, note_id):
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_unarchive(actor=actor, note_id=note.pk),
-        lambda note, _: f"{note.pk} is active again.",
-    )
-
-
-@require_POST
-@person_view
-def note_archive(request, slug, note_id):
-    form = ArchiveForm(request.POST)
-    if not form.is_valid():
-        return _form_refused(request, _access(request, slug), form)
-    reason = form.cleaned_data["reason"]
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_archive(actor=actor, note_id=note.pk, reason=reason),
-        lambda note, _: f"Archived {note.pk}.",
-    )
-
-
-@require_POST
-@person_view
-def note_edit(request, slug, note_id):
-    form = EditForm(request.POST)
-    if not form.is_valid():
-        return _form_refused(request, _access(request, slug), form)
-    content = form.cleaned_data["content"]
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_edit(actor=actor, note_id=note.pk, content=content),
-        lambda note, result: (
-            f"Saved the edit as {result.note.pk}; {note.pk} is archived as superseded."
+NOTE_VERBS = {
+    "approve": NoteVerb(
+        services.note_approve,
+        lambda note_id, _: f"Approved {note_id}: agents and reviewers see it as reviewed.",
+    ),
+    "reject": NoteVerb(
+        services.note_reject,
+        lambda note_id, _: f"Rejected {note_id}: agents will not be served it.",
+    ),
+    "veto": NoteVerb(
+        services.note_veto, lambda note_id, _: f"Vetoed {note_id}. Undo brings it back."
+    ),
+    "undo": NoteVerb(services.note_undo, lambda note_id, _: f"{note_id} is active again."),
+    "unarchive": NoteVerb(
+        services.note_unarchive, lambda note_id, _: f"{note_id} is active again."
+    ),
+    "archive": NoteVerb(
+        services.note_archive, lambda note_id, _: f"Archived {note_id}.", ArchiveForm
+    ),
+    "edit": NoteVerb(
+        services.note_edit,
+        lambda note_id, result: (
+            f"Saved the edit as {result.note.pk}; {note_id} is archived as superseded."
             if result.created
             else f"That text is already live as {result.note.pk}."
         ),
-    )
-
-
-@require_POST
-@person_view
-def note_forget(request, slug, note_id):
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_forget(actor=actor, note_id=note.pk),
-        lambda note, recovery: (
-            f"Forgot {note.pk} (recovery {recovery.pk}). Restore brings it back."
+        EditForm,
+    ),
+    "forget": NoteVerb(
+        services.note_forget,
+        lambda note_id, recovery: (
+            f"Forgot {note_id} (recovery {recovery.pk}). Restore brings it back."
         ),
-    )
+    ),
+    "reverify": NoteVerb(
+        services.note_reverify,
+        lambda note_id, note: f"Evidence of {note_id} re-verified at {note.evidence_commit[:10]}.",
+    ),
+}
 
 
 @require_POST
 @person_view
-def note_reverify(request, slug, note_id):
-    return _note_action(
-        request,
-        slug,
-        note_id,
-        lambda actor, note: services.note_reverify(actor=actor, note_id=note.pk),
-        lambda note, result: f"Evidence of {note.pk} re-verified at {result.evidence_commit[:10]}.",
+@refusal_edge
+def note_action(request, slug, note_id, verb):
+    """One row action of NOTE_VERBS (each URL names its verb). The service loads the note of
+    this project and authorises the person, once, under the project's lock; the answer is the
+    changed row (an edit: both rows) and the counters."""
+    action = NOTE_VERBS[verb]
+    access = _access(request, slug)
+    arguments: dict = {}
+    if action.form is not None:
+        form = action.form(request.POST)
+        if not form.is_valid():
+            return _form_refused(request, access, form)
+        arguments = form.cleaned_data
+    result = action.service(
+        actor=_actor(request), note_id=note_id, project=access.project, **arguments
     )
+    changed, fresh = [note_id], False
+    if isinstance(result, services.notes.WriteResult):
+        # An edit goes through the write protocol, whose lock is hand-built SQL that leaves
+        # access.project's setting as it was: read the setting again.
+        changed, fresh = [result.note.pk, note_id], True
+    message = action.message(note_id, result)
+    return _rows_response(request, access, note_ids=changed, message=message, fresh=fresh)
 
 
 @require_POST
 @person_view
+@refusal_edge
 def recovery_restore(request, slug, recovery_id):
     access = _access(request, slug)
     actor = _actor(request)
     recovery = selectors.recovery_in_project(
         actor=actor, project=access.project, recovery_id=recovery_id
     )
-    try:
-        note = services.note_restore(actor=actor, recovery_id=recovery.pk)
-    except MemoryPortalError as err:
-        return _refused(request, access, err)
+    note = services.note_restore(actor=actor, recovery_id=recovery.pk)
     message = f"Restored {note.pk} ({note.status})."
     if request.htmx and request.POST.get("from") == "recoveries":
         context = {**_project_context(access, fresh=True), "recovery": recovery, "restored": note}
@@ -648,12 +612,7 @@ def notes_bulk(request, slug):
     if refusals:
         message += f" Could not {label} {len(refusals)}: " + "; ".join(refusals[:5])
     if not done:
-        if request.htmx:
-            response = HttpResponse("")
-            response["HX-Reswap"] = "none"
-            return _toast(response, "error", message)
-        messages.error(request, message)
-        return redirect(_next_url(request, access))
+        return _refusal(request, slug, message)
     if not request.htmx:
         (messages.warning if refusals else messages.success)(request, message)
         return redirect(_next_url(request, access))
@@ -681,12 +640,10 @@ def _setting_response(request, access, message: str):
 
 @require_POST
 @person_view
+@refusal_edge
 def memory_enable(request, slug):
     access = _access(request, slug)
-    try:
-        services.memory_enable(actor=_actor(request), project=access.project)
-    except MemoryPortalError as err:
-        return _refused(request, access, err)
+    services.memory_enable(actor=_actor(request), project=access.project)
     return _setting_response(
         request, access, "Memory enabled: agents are offered memory tools from their next call."
     )
@@ -694,12 +651,10 @@ def memory_enable(request, slug):
 
 @require_POST
 @person_view
+@refusal_edge
 def memory_disable(request, slug):
     access = _access(request, slug)
-    try:
-        services.memory_disable(actor=_actor(request), project=access.project)
-    except MemoryPortalError as err:
-        return _refused(request, access, err)
+    services.memory_disable(actor=_actor(request), project=access.project)
     return _setting_response(
         request,
         access,
@@ -828,6 +783,7 @@ def agent_fact_save(request, slug, agent_id):
 
 @require_POST
 @person_view
+@refusal_edge
 def day_line_lift(request, slug):
     """Lift one of yesterday's day-log lines into a fact of the same agent."""
     access = _access(request, slug)
@@ -835,16 +791,13 @@ def day_line_lift(request, slug):
     form = LiftForm(request.POST)
     if not form.is_valid():
         return _form_refused(request, access, form)
-    try:
-        line = selectors.day_line_get(
-            actor=actor,
-            project=access.project,
-            note_id=form.cleaned_data["note"],
-            index=form.cleaned_data["line"],
-        )
-        result = services.fact_save(actor=actor, agent_id=line.note.owner_agent_id, text=line.text)
-    except MemoryPortalError as err:
-        return _refused(request, access, err)
+    line = selectors.day_line_get(
+        actor=actor,
+        project=access.project,
+        note_id=form.cleaned_data["note"],
+        index=form.cleaned_data["line"],
+    )
+    result = services.fact_save(actor=actor, agent_id=line.note.owner_agent_id, text=line.text)
     agent_name = line.note.owner_agent.name
     message = (
         f"Saved {result.note.pk} as a fact of {agent_name}."

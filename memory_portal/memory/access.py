@@ -19,6 +19,29 @@ def role_in(user, project: Project) -> str | None:
     )
 
 
+def role_from_membership(user, membership_role: str | None) -> str | None:
+    """`role_in` for a caller that read the membership's role already (None: no membership)."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return None
+    return Role.MANAGER if user.is_superuser else membership_role
+
+
+def remember_role(actor: Actor, project: Project, role: str | None) -> None:
+    if actor.roles is not None:
+        actor.roles[project.pk] = role
+
+
+def actor_role(actor: Actor, project: Project) -> str | None:
+    """The acting person's role in the project, looked up once per request when the actor
+    remembers roles (`Actor.person(..., for_request=True)`)."""
+    roles = actor.roles
+    if roles is not None and project.pk in roles:
+        return roles[project.pk]
+    role = role_in(actor.user, project)
+    remember_role(actor, project, role)
+    return role
+
+
 def project_not_found(project_ref: str) -> MemoryPortalError:
     return MemoryPortalError(
         "not_found",
@@ -48,7 +71,7 @@ def require_member(actor: Actor, project: Project) -> str:
         if actor.run.project_id != project.id:
             raise project_not_found(project.slug)
         return "agent"
-    role = role_in(actor.user, project)
+    role = actor_role(actor, project)
     if role is None:
         raise project_not_found(project.slug)
     return role

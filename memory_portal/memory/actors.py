@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -16,14 +16,20 @@ class Actor:
     user: AbstractBaseUser | None = None
     run: Run | None = None
     can_write: bool = True
+    # A person's role per project id, remembered for one request (access.actor_role); None:
+    # look it up every time (an actor that outlives a request may see memberships change).
+    roles: dict[int, str | None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.user is None) == (self.run is None):
             raise ValueError("An actor is either a person or an agent run, not both or neither.")
 
     @classmethod
-    def person(cls, user: AbstractBaseUser, *, can_write: bool = True) -> Actor:
-        return cls(user=user, can_write=can_write)
+    def person(
+        cls, user: AbstractBaseUser, *, can_write: bool = True, for_request: bool = False
+    ) -> Actor:
+        """`for_request`: the actor of one request, which remembers the person's roles."""
+        return cls(user=user, can_write=can_write, roles={} if for_request else None)
 
     @classmethod
     def agent_run(cls, run: Run, *, can_write: bool = True) -> Actor:

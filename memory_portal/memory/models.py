@@ -285,9 +285,23 @@ class MemorySetting(models.Model):
         return f"memory of project {self.project_id}"
 
 
+# The one "expired" rule: a note expires once its expiry is reached; no expiry, never. The two
+# Qs and the check of one value below are that rule, each the others' complement.
+
+
+def expired_q(now=None) -> Q:
+    """Notes whose expiry has been reached."""
+    return Q(expires_at__lte=now or timezone.now())
+
+
 def not_expired_q(now=None) -> Q:
-    """Notes without an expiry or whose expiry is still ahead (the one "not expired" rule)."""
+    """Notes without an expiry or whose expiry is still ahead."""
     return Q(expires_at__isnull=True) | Q(expires_at__gt=now or timezone.now())
+
+
+def is_expired(expires_at, now=None) -> bool:
+    """The rule for one note's expiry."""
+    return expires_at is not None and expires_at <= (now or timezone.now())
 
 
 class NoteQuerySet(models.QuerySet):
@@ -398,7 +412,7 @@ class Note(models.Model):
 
     @property
     def expired(self) -> bool:
-        return self.expires_at is not None and self.expires_at <= timezone.now()
+        return is_expired(self.expires_at)
 
     @property
     def producer_status(self) -> str:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .access import is_administrator
 from .actors import Actor
+from .audit_actions import AuditAction
 from .errors import MemoryPortalError
 from .models import (
     REASON_VETOED,
@@ -531,7 +532,7 @@ def project_import(
             bump(setting, wrote_note=bool(report.counts.get("note")))
         audit(
             actor=actor,
-            action="memory.import",
+            action=AuditAction.MEMORY_IMPORT,
             project=project,
             target=slug,
             details={

@@ -8,11 +8,17 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from django.db import connection
-from django.db.models import BooleanField, Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from .access import require_member, role_in
+from .access import (
+    actor_role,
+    project_not_found,
+    remember_role,
+    require_member,
+    role_from_membership,
+)
 from .actors import Actor
 from .errors import MemoryPortalError
 from .models import (
@@ -21,6 +27,7 @@ from .models import (
     Application,
     AuditEvent,
     Kind,
+    Membership,
     MemorySetting,
     Note,
     Project,
@@ -31,12 +38,17 @@ from .models import (
     ScratchpadItem,
     Status,
     Trust,
+    expired_q,
     not_expired_q,
 )
 
 
 def note_not_found(note_id: str) -> MemoryPortalError:
     return MemoryPortalError("memory_not_found", f"No memory {note_id} in this workspace.")
+
+
+def agent_not_found(agent_id: str) -> MemoryPortalError:
+    return MemoryPortalError("not_found", f"No agent {agent_id} here.", hint="Check the agt_ id.")
 
 
 # --- Projects -----------------------------------------------------------------------------
@@ -50,12 +62,22 @@ def projects_for_user(*, user) -> QuerySet[Project]:
 
 
 def project_get(*, actor: Actor, slug: str) -> Project:
-    project = Project.objects.filter(slug=slug).select_related("memory_setting").first()
+    """The project by slug, with its setting row, for a member (anyone else: `not_found`, never
+    a hint it exists). A person's role comes in the same query and the actor remembers it."""
+    projects = Project.objects.filter(slug=slug).select_related("memory_setting")
+    if actor.is_person:
+        membership = Membership.objects.filter(project=OuterRef("pk"), user_id=actor.user.pk)
+        projects = projects.annotate(membership_role=Subquery(membership.values("role")[:1]))
+    project = projects.first()
     if project is None:
-        from .access import project_not_found
-
         raise project_not_found(slug)
-    require_member(actor, project)
+    if actor.is_person:
+        role = role_from_membership(actor.user, project.membership_role)
+        remember_role(actor, project, role)
+        if role is None:
+            raise project_not_found(slug)
+    else:
+        require_member(actor, project)
     return project
 
 
@@ -187,14 +209,33 @@ def notes_for_actor(
     )
 
 
-def note_get(*, actor: Actor, note_id: str) -> Note:
-    """One note by id. A person sees any note of a project they belong to; an agent sees a note
-    in its reach that is not forgotten (a rejected one shows `trust: rejected`)."""
+def note_by_id_q(*, actor: Actor, project: Project, note_id: str) -> Q:
+    """The note `note_id` of `project`, if the actor may read it by id (see `note_get`); a
+    person who does not belong to the project is refused before anything is read."""
+    by_id = Q(pk=note_id, project=project)
+    if actor.is_person:
+        if actor_role(actor, project) is None:
+            raise note_not_found(note_id)
+        return by_id
+    return by_id & agent_visible_q(AgentView.of_run(actor.run), served=False)
+
+
+def note_get(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+    """One note by id (of `project`, when the caller knows it: then one query). A person sees
+    any note of a project they belong to; an agent sees a note in its reach that is not
+    forgotten (a rejected one shows `trust: rejected`)."""
+    if project is not None:
+        by_id = note_by_id_q(actor=actor, project=project, note_id=note_id)
+        note = Note.objects.filter(by_id).select_related("origin_run").first()
+        if note is None:
+            raise note_not_found(note_id)
+        note.project = project
+        return note
     note = Note.objects.filter(pk=note_id).select_related("project", "origin_run").first()
     if note is None:
         raise note_not_found(note_id)
     if actor.is_person:
-        if role_in(actor.user, note.project) is None:
+        if actor_role(actor, note.project) is None:
             raise note_not_found(note_id)
         return note
     visible = Note.objects.filter(
@@ -277,17 +318,13 @@ def memories_for_actor(
 def agent_get(*, actor: Actor, agent_id: str) -> Agent:
     agent = Agent.objects.filter(pk=agent_id).select_related("project", "application").first()
     if agent is None:
-        raise MemoryPortalError(
-            "not_found", f"No agent {agent_id} here.", hint="Check the agt_ id."
-        )
+        raise agent_not_found(agent_id)
     if actor.is_agent:
         if agent.pk != actor.run.agent_id:
             raise MemoryPortalError("memory_not_own", "An agent acts on its own memories only.")
         return agent
-    if role_in(actor.user, agent.project) is None:
-        raise MemoryPortalError(
-            "not_found", f"No agent {agent_id} here.", hint="Check the agt_ id."
-        )
+    if actor_role(actor, agent.project) is None:
+        raise agent_not_found(agent_id)
     return agent
 
 
@@ -401,14 +438,13 @@ def project_counts(*, project: Project) -> dict:
     rows = Note.objects.filter(project=project).values("trust", "status").annotate(n=Count("id"))
     by_trust: dict[str, int] = {t: 0 for t in Trust.values}
     by_status: dict[str, int] = {s: 0 for s in Status.values}
-    total = 0
+    total = awaiting = 0
     for row in rows:
         by_trust[row["trust"]] += row["n"]
         by_status[row["status"]] += row["n"]
         total += row["n"]
-    awaiting = Note.objects.filter(
-        project=project, trust=Trust.LEARNED, status=Status.ACTIVE
-    ).count()
+        if row["trust"] == Trust.LEARNED and row["status"] == Status.ACTIVE:
+            awaiting = row["n"]  # awaiting review: learned and active
     return {"total": total, "by_trust": by_trust, "by_status": by_status, "awaiting": awaiting}
 
 
@@ -462,12 +498,8 @@ class ProjectAccess:
 
 
 def project_access(*, actor: Actor, slug: str) -> ProjectAccess:
-    """The project by slug for a member (anyone else: `not_found`, never a hint it exists)."""
-    project = Project.objects.filter(slug=slug).select_related("memory_setting").first()
-    if project is None:
-        from .access import project_not_found
-
-        raise project_not_found(slug)
+    """`project_get` with the person's role, for the dashboard's controls."""
+    project = project_get(actor=actor, slug=slug)
     return ProjectAccess(project=project, role=require_member(actor, project))
 
 
@@ -603,7 +635,7 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
         "learned": rows.filter(not_expired, trust=Trust.LEARNED)
         .exclude(kind=Kind.DAY)
         .order_by("created_at", "id"),
-        "expired": rows.filter(expires_at__lte=now).order_by("expires_at", "id"),
+        "expired": rows.filter(expired_q(now)).order_by("expires_at", "id"),
         "not_recalled": rows.filter(not_expired, not_recalled_q(now))
         .exclude(kind=Kind.DAY)
         .exclude(trust=Trust.REJECTED)
@@ -708,9 +740,7 @@ def application_in_project(*, actor: Actor, project: Project, slug: str) -> Appl
 def agent_in_project(*, actor: Actor, project: Project, agent_id: str) -> Agent:
     agent = agent_get(actor=actor, agent_id=agent_id)
     if agent.project_id != project.pk:
-        raise MemoryPortalError(
-            "not_found", f"No agent {agent_id} here.", hint="Check the agt_ id."
-        )
+        raise agent_not_found(agent_id)
     return agent
 
 

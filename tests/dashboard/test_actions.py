@@ -480,3 +480,35 @@ def test_edit_of_a_reviewed_note_is_offered_to_managers_only(
     assert Note.objects.get(pk=note.pk).status == "active" and not events("note.edit").exists()
     post(manager_client, "note-edit", note.pk, data={"content": "Deploys go out on Wednesdays"})
     assert Note.objects.get(pk=note.pk).superseded_by.content == "Deploys go out on Wednesdays"
+
+
+# --- Load and authorise once: the service reads the note of the URL's project -------------
+
+
+@pytest.mark.parametrize(
+    "verb, data",
+    [("note-veto", {}), ("note-approve", {}), ("note-edit", {"content": "x"}), ("note-forget", {})],
+)
+def test_a_note_of_another_project_is_not_found_even_for_its_manager(
+    world, make_user, manager_client, verb, data
+):
+    from tests.conftest import build_world
+
+    other = build_world(make_user, slug="payments")
+    services.membership_set(actor=None, project=other.project, user=world.manager, role="manager")
+    foreign = write_note(other, "Payouts batch at five past the hour")
+    before = AuditEvent.objects.count()
+    assert post(manager_client, verb, foreign.pk, data=data).status_code == 404
+    assert post(manager_client, verb, foreign.pk, data=data, htmx=True).status_code == 404
+    assert AuditEvent.objects.count() == before
+    assert Note.objects.get(pk=foreign.pk).status == "active"
+
+
+@pytest.mark.parametrize("verb, data", [("note-veto", {}), ("note-edit", {"content": "Later"})])
+def test_the_redrawn_counters_show_the_revision_the_change_left(
+    world, note, member_client, verb, data
+):
+    response = post(member_client, verb, note.pk, data=data, htmx=True)
+    revision = MemorySetting.objects.get(project=world.project).revision
+    counters = response.content.decode().split('id="project-counts"', 1)[1]
+    assert f'<span class="value mono">{revision}</span>' in counters

@@ -13,6 +13,7 @@ from django.utils import timezone
 from .. import fastsql
 from ..access import project_not_found
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..models import AuditEvent, MemorySetting, Note, Project
 
 # Details every audit event written inside `audit_context` carries (a run revert marks the
@@ -31,7 +32,9 @@ def audit_context(**details) -> Iterator[None]:
 
 def lock_setting(project: Project) -> MemorySetting:
     """Lock the project's setting row for the rest of the transaction. PostgreSQL takes a row
-    lock; SQLite runs every write transaction IMMEDIATE, so one writer holds the database."""
+    lock; SQLite runs every write transaction IMMEDIATE, so one writer holds the database.
+    The locked row becomes `project.memory_setting`: a caller holding the same project object
+    (the dashboard re-rendering its counters) sees the state this change leaves, unread."""
     assert transaction.get_connection().in_atomic_block, "lock_setting needs a transaction"
     with fastsql.bounded_lock_wait():
         setting = MemorySetting.objects.select_for_update().filter(project_id=project.pk).first()
@@ -42,6 +45,7 @@ def lock_setting(project: Project) -> MemorySetting:
             raise project_not_found(project.slug)
         MemorySetting.objects.get_or_create(project_id=project.pk)
         setting = MemorySetting.objects.select_for_update().get(project_id=project.pk)
+    project.memory_setting = setting
     return setting
 
 
@@ -66,18 +70,19 @@ def audit(**kwargs) -> AuditEvent:
 def audit_event(
     *,
     actor: Actor | None,
-    action: str,
+    action: AuditAction,
     project: Project | None,
     note: Note | None = None,
     recovery_id: str = "",
     target: str = "",
     details: dict | None = None,
 ) -> AuditEvent:
-    """The unsaved audit row of an action (see `audit`)."""
+    """The unsaved audit row of an action (see `audit`). An action outside `AuditAction` is a
+    bug: it raises ValueError rather than record a name the audit log does not know."""
     event = AuditEvent(
         project=project,
         project_ref=project.slug if project is not None else "",
-        action=action,
+        action=AuditAction(action).value,
         note_ref=note.pk if note is not None else "",
         recovery_ref=recovery_id,
         target_ref=target,

@@ -8,13 +8,20 @@ from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from .. import evidence as evidence_checks
 from .. import fastsql
-from ..access import check_agent_gate, require_manager, require_member, require_person
+from ..access import (
+    actor_role,
+    check_agent_gate,
+    require_manager,
+    require_member,
+    require_person,
+)
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import (
     REASON_EXPIRED,
@@ -33,9 +40,11 @@ from ..models import (
     Status,
     Target,
     Trust,
+    is_expired,
 )
 from ..selectors import (
     agent_for_memories,
+    note_by_id_q,
     note_get,
     note_not_found,
     recoveries_for_actor,
@@ -162,7 +171,7 @@ def _insert(
     epoch: int,
     note: Note,
     supersede_id: str | None = None,
-    action: str = "note.write",
+    action: AuditAction = AuditAction.NOTE_WRITE,
     start_review_of: Agent | None = None,
 ) -> WriteResult:
     """Step 2 of the protocol, retried once when a concurrent identical insert wins the
@@ -201,7 +210,7 @@ def _insert_locked(
     epoch: int,
     note: Note,
     supersede_id: str | None,
-    action: str,
+    action: AuditAction,
 ) -> str | None:
     """Under the setting-row lock, on hand-built SQL (memory/fastsql.py): the epoch, the gate,
     idempotency and never-resurrect, both caps, then the insert and its audit event. Returns
@@ -289,9 +298,7 @@ def _lock_superseded(actor: Actor, project: Project, note_id: str, new: Note) ->
 
 
 def _is_manager(actor: Actor, project: Project) -> bool:
-    from ..access import role_in
-
-    return actor.is_person and role_in(actor.user, project) == Role.MANAGER
+    return actor.is_person and actor_role(actor, project) == Role.MANAGER
 
 
 def _resolve_evidence(
@@ -443,7 +450,7 @@ def fact_save(
         epoch=epoch,
         note=note,
         supersede_id=supersedes,
-        action="note.supersede" if supersedes else "note.save",
+        action=AuditAction.NOTE_SUPERSEDE if supersedes else AuditAction.NOTE_SAVE,
         start_review_of=agent,  # the first save starts the daily review
     )
 
@@ -463,11 +470,14 @@ def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
     return note
 
 
-def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:
+def note_edit(
+    *, actor: Actor, note_id: str, content: str, project: Project | None = None
+) -> WriteResult:
     """A person's edit: a new note replaces the old one, which is archived as superseded. The
-    new note keeps the old one's place (kind, scope, owner, target) and names the editor."""
+    new note keeps the old one's place (kind, scope, owner, target) and names the editor.
+    `project`, when given, is where the note must be (the dashboard's URL)."""
     require_person(actor, what="an edit")
-    old = note_get(actor=actor, note_id=note_id)
+    old = note_get(actor=actor, note_id=note_id, project=project)
     require_member(actor, old.project)
     if old.kind == Kind.DAY:
         raise MemoryPortalError("memory_day_append_only", "A day log cannot be edited.")
@@ -497,7 +507,7 @@ def note_edit(*, actor: Actor, note_id: str, content: str) -> WriteResult:
         epoch=setting.revocation_epoch,
         note=note,
         supersede_id=old.pk,
-        action="note.edit",
+        action=AuditAction.NOTE_EDIT,
     )
 
 
@@ -538,7 +548,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
             row.updated_at = now
             stamp_identity(row)
             row.save(update_fields=["content", "content_key", "updated_at"])
-            action = "day.append"
+            action = AuditAction.DAY_APPEND
         else:
             row = Note(
                 project=project,
@@ -556,10 +566,10 @@ def day_append(*, actor: Actor, line: str) -> Note:
             _check_caps(actor, project, _write_check(actor, project, row))
             _provenance(actor, row)
             row.save(force_insert=True)
-            action = "day.create"
+            action = AuditAction.DAY_CREATE
         bump(setting, wrote_note=True)
         audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
-        if action == "day.create":
+        if action == AuditAction.DAY_CREATE:
             routine_ensure(actor=actor, agent=agent)  # the day log feeds the daily review too
     return row
 
@@ -567,12 +577,34 @@ def day_append(*, actor: Actor, line: str) -> Note:
 # --- Changes to an existing note ------------------------------------------------------------
 
 
-def _locked_note(actor: Actor, note_id: str) -> tuple[Note, MemorySetting]:
-    """Find the note as the actor sees it, then lock the setting row and re-read the note
-    under the lock, so every rule below judges the current state."""
-    seen = note_get(actor=actor, note_id=note_id)
-    setting = lock_setting(seen.project)
-    note = Note.objects.select_for_update().get(pk=seen.pk)
+def _live_twin() -> Subquery:
+    """Another active note of the project with the same content hash (read with the note)."""
+    twins = Note.objects.filter(
+        project_id=OuterRef("project_id"),
+        content_hash=OuterRef("content_hash"),
+        status=Status.ACTIVE,
+    ).exclude(pk=OuterRef("pk"))
+    return Subquery(twins.values("pk")[:1])
+
+
+def _locked_note(
+    actor: Actor, note_id: str, project: Project | None = None
+) -> tuple[Note, MemorySetting]:
+    """Load and authorise once: find the note as the actor sees it, lock the project's setting
+    row, and read the note under the lock, so every rule below judges the current state. With
+    `project` (the caller knows it, as the dashboard's URL does) the note is read only under
+    the lock, and must be of that project."""
+    if project is None:
+        project = note_get(actor=actor, note_id=note_id).project
+        by_id = Q(pk=note_id)
+    else:
+        by_id = note_by_id_q(actor=actor, project=project, note_id=note_id)
+    setting = lock_setting(project)
+    note = Note.objects.select_for_update().filter(by_id).annotate(live_twin_id=_live_twin())
+    note = note.first()
+    if note is None:
+        raise note_not_found(note_id)
+    note.project = project
     return note, setting
 
 
@@ -588,9 +620,11 @@ def _save(note: Note, *fields: str) -> None:
     note.save(update_fields=[*fields, "updated_at"])
 
 
-def _set_trust(*, actor: Actor, note_id: str, trust: str, action: str) -> Note:
+def _set_trust(
+    actor: Actor, note_id: str, project: Project | None, trust: str, action: AuditAction
+) -> Note:
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         require_manager(actor, note.project)
         if note.trust == trust:
             return note
@@ -608,24 +642,26 @@ def _set_trust(*, actor: Actor, note_id: str, trust: str, action: str) -> Note:
     return note
 
 
-def note_approve(*, actor: Actor, note_id: str) -> Note:
+def note_approve(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Mark reviewed (API word: approved). Managers only; persistence is unchanged."""
-    return _set_trust(actor=actor, note_id=note_id, trust=Trust.REVIEWED, action="note.approve")
+    return _set_trust(actor, note_id, project, Trust.REVIEWED, AuditAction.NOTE_APPROVE)
 
 
-def note_reject(*, actor: Actor, note_id: str) -> Note:
+def note_reject(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Reject: never served to agents again in lists, search or recall."""
-    return _set_trust(actor=actor, note_id=note_id, trust=Trust.REJECTED, action="note.reject")
+    return _set_trust(actor, note_id, project, Trust.REJECTED, AuditAction.NOTE_REJECT)
 
 
-def note_archive(*, actor: Actor, note_id: str, reason: str) -> Note:
+def note_archive(
+    *, actor: Actor, note_id: str, reason: str, project: Project | None = None
+) -> Note:
     """Archive with a reason: the owning agent (its own notes) or a person."""
     text = require_text("reason", reason, max_len=ARCHIVE_REASON_MAX)
     if text.lower() in RESERVED_REASONS:
         raise invalid("reason", f"The reason {text!r} is set by Memory Portal itself.")
     check_no_secret(reason=text)
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         check_agent_gate(actor, setting, write=True)
         _require_own(actor, note)
         if note.status == Status.FORGOTTEN:
@@ -637,13 +673,13 @@ def note_archive(*, actor: Actor, note_id: str, reason: str) -> Note:
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
         bump(setting)
-        audit(actor=actor, action="note.archive", project=note.project, note=note)
+        audit(actor=actor, action=AuditAction.NOTE_ARCHIVE, project=note.project, note=note)
     return note
 
 
-def _unarchive(*, actor: Actor, note_id: str, action: str) -> Note:
+def _unarchive(*, actor: Actor, note_id: str, action: AuditAction, project: Project | None) -> Note:
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         check_agent_gate(actor, setting, write=True)
         _require_own(actor, note)
         if note.status == Status.ACTIVE:
@@ -678,14 +714,8 @@ def _unarchive(*, actor: Actor, note_id: str, action: str) -> Note:
 
 
 def _check_unique_live(note: Note) -> None:
-    twin = (
-        Note.objects.filter(
-            project_id=note.project_id, content_hash=note.content_hash, status=Status.ACTIVE
-        )
-        .exclude(pk=note.pk)
-        .values_list("pk", flat=True)
-        .first()
-    )
+    """`note` was read under the lock with `_live_twin()` as `live_twin_id`."""
+    twin = note.live_twin_id
     if twin is None:
         return
     if note.kind == Kind.DAY:
@@ -697,16 +727,18 @@ def _check_unique_live(note: Note) -> None:
     )
 
 
-def note_unarchive(*, actor: Actor, note_id: str) -> Note:
+def note_unarchive(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Bring an archived note back: never a superseded one; a vetoed one only by a person."""
-    return _unarchive(actor=actor, note_id=note_id, action="note.unarchive")
+    return _unarchive(
+        actor=actor, note_id=note_id, action=AuditAction.NOTE_UNARCHIVE, project=project
+    )
 
 
-def note_veto(*, actor: Actor, note_id: str) -> Note:
+def note_veto(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """A person's one-click veto: archive with reason `vetoed`, recording who."""
     require_person(actor, code="memory_veto_human_only", what="a veto")
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         if note.is_vetoed:
             return note
         if note.status != Status.ACTIVE:
@@ -719,21 +751,21 @@ def note_veto(*, actor: Actor, note_id: str) -> Note:
         note.vetoed_by = actor.user
         _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
         bump(setting)
-        audit(actor=actor, action="note.veto", project=note.project, note=note)
+        audit(actor=actor, action=AuditAction.NOTE_VETO, project=note.project, note=note)
     return note
 
 
-def note_undo(*, actor: Actor, note_id: str) -> Note:
+def note_undo(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Undo a veto (or any archive) — a person's unarchive."""
     require_person(actor, code="memory_veto_human_only", what="an undo")
-    return _unarchive(actor=actor, note_id=note_id, action="note.undo")
+    return _unarchive(actor=actor, note_id=note_id, action=AuditAction.NOTE_UNDO, project=project)
 
 
-def note_forget(*, actor: Actor, note_id: str) -> Recovery:
+def note_forget(*, actor: Actor, note_id: str, project: Project | None = None) -> Recovery:
     """Hide a note and keep a recovery record. Agents forget learned notes in their reach;
     managers forget any note."""
     with transaction.atomic():
-        note, setting = _locked_note(actor, note_id)
+        note, setting = _locked_note(actor, note_id, project)
         if actor.is_agent:
             check_agent_gate(actor, setting, write=True)
             if note.status != Status.ACTIVE:
@@ -763,7 +795,7 @@ def note_forget(*, actor: Actor, note_id: str) -> Recovery:
         bump(setting)
         audit(
             actor=actor,
-            action="note.forget",
+            action=AuditAction.NOTE_FORGET,
             project=note.project,
             note=note,
             recovery_id=recovery.pk,
@@ -787,9 +819,7 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
             if not recoveries_for_actor(actor=actor).filter(pk=recovery_id).exists():
                 raise not_found
         else:
-            from ..access import role_in
-
-            if role_in(actor.user, project) is None:
+            if actor_role(actor, project) is None:
                 raise not_found
             require_manager(actor, project)
         setting = lock_setting(project)
@@ -798,7 +828,11 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
         recovery = Recovery.objects.select_for_update().filter(pk=recovery_id).first()
         if recovery is None:
             raise not_found
-        note = Note.objects.select_for_update().get(pk=recovery.note_id)
+        note = (
+            Note.objects.select_for_update()
+            .annotate(live_twin_id=_live_twin())
+            .get(pk=recovery.note_id)
+        )
         if recovery.previous_status == Status.ACTIVE:
             _check_unique_live(note)
         note.status = recovery.previous_status
@@ -807,7 +841,7 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.restore",
+            action=AuditAction.NOTE_RESTORE,
             project=project,
             note=note,
             recovery_id=recovery_id,
@@ -816,11 +850,11 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
     return note
 
 
-def note_reverify(*, actor: Actor, note_id: str) -> Note:
+def note_reverify(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Re-bind a stale evidence-bound note to the current pinned revision when its file (and
     quote) still match there."""
     require_person(actor, what="a re-verify")
-    note = note_get(actor=actor, note_id=note_id)
+    note = note_get(actor=actor, note_id=note_id, project=project)
     require_member(actor, note.project)
     if not note.evidence_commit or note.evidence_repository_id is None:
         raise MemoryPortalError(
@@ -857,7 +891,7 @@ def note_reverify(*, actor: Actor, note_id: str) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.reverify",
+            action=AuditAction.NOTE_REVERIFY,
             project=note.project,
             note=note,
             details={"from": previous, "to": verified.commit},
@@ -910,7 +944,7 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.merge",
+            action=AuditAction.NOTE_MERGE,
             project=old.project,
             note=old,
             details={"into": keeper.pk},
@@ -933,7 +967,7 @@ def note_renew(*, actor: Actor, note_id: str, expires_at: datetime) -> Note:
         bump(setting)
         audit(
             actor=actor,
-            action="note.renew",
+            action=AuditAction.NOTE_RENEW,
             project=note.project,
             note=note,
             details={
@@ -954,12 +988,12 @@ def note_expire(*, actor: Actor, note_id: str, now: datetime | None = None) -> N
         _require_own(actor, note)
         if note.status != Status.ACTIVE:
             return note
-        if note.expires_at is None or note.expires_at > now:
+        if not is_expired(note.expires_at, now):
             raise invalid("id", f"{note.pk} has not expired.")
         note.status = Status.ARCHIVED
         note.archive_reason = REASON_EXPIRED
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
         bump(setting)
-        audit(actor=actor, action="note.expire", project=note.project, note=note)
+        audit(actor=actor, action=AuditAction.NOTE_EXPIRE, project=note.project, note=note)
     return note

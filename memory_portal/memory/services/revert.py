@@ -21,6 +21,7 @@ from django.utils.dateparse import parse_datetime
 
 from ..access import require_manager, require_person
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..ids import new_revert_id
 from ..models import (
@@ -113,7 +114,9 @@ def _written_q(run: Run, run_ids: list[str]) -> Q:
 def _day_row_shared(note: Note, run_ids: list[str]) -> bool:
     """Did a run outside the reverted ones append lines to this day row?"""
     return (
-        AuditEvent.objects.filter(note_ref=note.pk, action__in=["day.create", "day.append"])
+        AuditEvent.objects.filter(
+            note_ref=note.pk, action__in=[AuditAction.DAY_CREATE, AuditAction.DAY_APPEND]
+        )
         .exclude(actor_run_id__in=run_ids)
         .exists()
     )
@@ -209,7 +212,7 @@ def _plan(run: Run, include_reviewed: list[str] | None) -> RevertPlan:
     # What the runs archived (free reasons only; the product's own reasons are not an agent's
     # doing) and nobody touched since.
     archived = AuditEvent.objects.filter(
-        project_id=run.project_id, action="note.archive", actor_run_id__in=run_ids
+        project_id=run.project_id, action=AuditAction.NOTE_ARCHIVE, actor_run_id__in=run_ids
     ).order_by("id")
     for event in archived:
         note = Note.objects.filter(pk=event.note_ref).first()
@@ -267,7 +270,7 @@ def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
     bump(setting)
     audit(
         actor=actor,
-        action="note.unarchive",
+        action=AuditAction.NOTE_UNARCHIVE,
         project=note.project,
         note=note,
         details={"was": "superseded", "superseded_by": item["superseded_by"]},
@@ -350,7 +353,7 @@ def run_revert(
         bump(setting)
         audit(
             actor=actor,
-            action="run.revert",
+            action=AuditAction.RUN_REVERT,
             project=run.project,
             target=run.pk,
             details={
@@ -407,7 +410,7 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
         bump(setting)
         audit(
             actor=actor,
-            action="note.forget",
+            action=AuditAction.NOTE_FORGET,
             project=note.project,
             note=note,
             recovery_id=item["recovery"],
@@ -433,7 +436,7 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
     bump(setting)
     audit(
         actor=actor,
-        action="note.archive",
+        action=AuditAction.NOTE_ARCHIVE,
         project=note.project,
         note=note,
         details={"reason": note.archive_reason},
@@ -487,7 +490,7 @@ def run_revert_undo(*, actor: Actor, revert_id: str) -> UndoResult:
         bump(setting)
         audit(
             actor=actor,
-            action="run.revert_undo",
+            action=AuditAction.RUN_REVERT_UNDO,
             project=revert.project,
             target=revert.run_ref,
             details={

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from ..access import check_agent_gate, require_member, require_person
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
 from ..models import (
     Agent,
@@ -28,6 +29,7 @@ from ..models import (
     Scope,
     Status,
     Trust,
+    expired_q,
 )
 from ..selectors import NOT_RECALLED, not_recalled_q, setting_get
 from ..validation import content_key_text
@@ -90,7 +92,7 @@ def _set_paused(actor: Actor, agent: Agent, paused: bool) -> ReviewRoutine:
             return routine
         routine.paused = paused
         routine.save(update_fields=["paused"])
-        action = "routine.pause" if paused else "routine.resume"
+        action = AuditAction.ROUTINE_PAUSE if paused else AuditAction.ROUTINE_RESUME
         audit(actor=actor, action=action, project=agent.project, target=agent.pk)
     return routine
 
@@ -109,7 +111,9 @@ def routine_delete(*, actor: Actor, agent: Agent) -> ReviewRoutine:
         routine = _routine_for(actor, agent)
         routine.deleted_at = timezone.now()
         routine.save(update_fields=["deleted_at"])
-        audit(actor=actor, action="routine.delete", project=agent.project, target=agent.pk)
+        audit(
+            actor=actor, action=AuditAction.ROUTINE_DELETE, project=agent.project, target=agent.pk
+        )
     return routine
 
 
@@ -125,7 +129,9 @@ def routine_run_now(*, actor: Actor, agent: Agent, now: datetime | None = None) 
         review = _claim(routine, now.date(), "manual", now)
         if review is None:
             raise _already_running(routine, agent, now)
-        audit(actor=actor, action="routine.run_now", project=agent.project, target=agent.pk)
+        audit(
+            actor=actor, action=AuditAction.ROUTINE_RUN_NOW, project=agent.project, target=agent.pk
+        )
     result = run_review_routine.enqueue(
         routine_id=routine.pk,
         day=now.date().isoformat(),
@@ -272,7 +278,7 @@ def _finish(
     summary = {k: v for k, v in counts.items() if k != "flagged_ids"}
     audit(
         actor=actor,
-        action="routine.run",
+        action=AuditAction.ROUTINE_RUN,
         project=agent.project,
         target=agent.pk,
         details={"trigger": trigger, "day": day.isoformat(), "status": status, **summary},
@@ -321,11 +327,11 @@ def _handle_expired(actor: Actor, agent: Agent, now: datetime) -> tuple[int, int
     archived with reason `expired`."""
     expired = (
         Note.objects.filter(
+            expired_q(now),
             owner_agent=agent,
             scope=Scope.AGENT,
             kind=Kind.FACT,
             status=Status.ACTIVE,
-            expires_at__lte=now,
         )
         .exclude(trust=Trust.REJECTED)
         .order_by("created_at", "id")

@@ -19,6 +19,7 @@ from ..access import (
     require_writer,
 )
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import (
     Agent,
@@ -82,7 +83,7 @@ def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
     with transaction.atomic():
         project = Project.objects.create(slug=slug, name=name)
         MemorySetting.objects.create(project=project)
-        audit(actor=actor, action="project.create", project=project)
+        audit(actor=actor, action=AuditAction.PROJECT_CREATE, project=project)
     return project
 
 
@@ -172,7 +173,11 @@ def project_delete(*, actor: Actor | None, project: Project, confirm: str) -> di
             "start_recalls": start_recalls,
         }
         event = audit_event(
-            actor=actor, action="project.delete", project=None, target=slug, details=counts
+            actor=actor,
+            action=AuditAction.PROJECT_DELETE,
+            project=None,
+            target=slug,
+            details=counts,
         )
         event.project_ref = slug  # the audit log still files the event under the project
         fastsql.insert(event)
@@ -218,7 +223,7 @@ def application_delete(*, actor: Actor | None, application: Application, confirm
         bump(setting, revocation_epoch=setting.revocation_epoch + 1)
         audit(
             actor=actor,
-            action="application.delete",
+            action=AuditAction.APPLICATION_DELETE,
             project=project,
             target=slug,
             details=counts,
@@ -237,7 +242,7 @@ def membership_set(*, actor: Actor | None, project: Project, user, role: str) ->
         )
         audit(
             actor=actor,
-            action="membership.set",
+            action=AuditAction.MEMBERSHIP_SET,
             project=project,
             target=user.get_username(),
             details={"role": role},
@@ -256,7 +261,7 @@ def application_create(
         raise invalid("id", f"Application {slug} already exists in {project.slug}.")
     with transaction.atomic():
         application = Application.objects.create(project=project, slug=slug, name=name)
-        audit(actor=actor, action="application.create", project=project, target=slug)
+        audit(actor=actor, action=AuditAction.APPLICATION_CREATE, project=project, target=slug)
     return application
 
 
@@ -273,7 +278,7 @@ def repository_create(*, actor: Actor | None, slug: str, path: str) -> Repositor
     evidence_checks.resolve_commit(repo_path=path, revision="HEAD")
     with transaction.atomic():
         repository = Repository.objects.create(slug=slug, path=path)
-        audit(actor=actor, action="repository.create", project=None, target=slug)
+        audit(actor=actor, action=AuditAction.REPOSITORY_CREATE, project=None, target=slug)
     return repository
 
 
@@ -303,7 +308,7 @@ def repository_link_set(
         bump(setting)
         audit(
             actor=actor,
-            action="repository.link",
+            action=AuditAction.REPOSITORY_LINK,
             project=project,
             target=f"{application.slug}:{repository.slug}",
             details={"from": previous, "to": commit},
@@ -330,7 +335,7 @@ def agent_create(
         agent = Agent.objects.create(
             project=project, application=application, name=name, stage=stage
         )
-        audit(actor=actor, action="agent.create", project=project, target=agent.pk)
+        audit(actor=actor, action=AuditAction.AGENT_CREATE, project=project, target=agent.pk)
     return agent
 
 
@@ -365,7 +370,7 @@ def run_create(
             task_description=task_description,
         )
         run.save(force_insert=True)
-        audit(actor=actor, action="run.create", project=agent.project, target=run.pk)
+        audit(actor=actor, action=AuditAction.RUN_CREATE, project=agent.project, target=run.pk)
     return run
 
 
@@ -421,7 +426,7 @@ def run_update(
             bump(setting)  # producer status is visible on every note the run wrote
         audit(
             actor=actor,
-            action="run.status" if "status" in details else "run.step",
+            action=AuditAction.RUN_STATUS if "status" in details else AuditAction.RUN_STEP,
             project=run.project,
             target=run.pk,
             details=details,
@@ -445,7 +450,7 @@ def run_delete(*, actor: Actor | None, run: Run) -> dict[str, int]:
         bump(setting)
         audit(
             actor=actor,
-            action="run.delete",
+            action=AuditAction.RUN_DELETE,
             project=project,
             target=run_id,
             details={"scratchpad_items": items},
@@ -512,7 +517,7 @@ def token_create(
         project = run.project if run is not None else None
         audit(
             actor=actor,
-            action="token.create",
+            action=AuditAction.TOKEN_CREATE,
             project=project,
             target=f"tok_{prefix}",
             details={"scopes": token.scopes, "run": run.pk if run else ""},
@@ -529,7 +534,7 @@ def token_revoke(*, actor: Actor | None, token: ApiToken) -> ApiToken:
         token.save(update_fields=["revoked_at"])
         audit(
             actor=actor,
-            action="token.revoke",
+            action=AuditAction.TOKEN_REVOKE,
             project=token.run.project if token.run_id else None,
             target=f"tok_{token.prefix}",
         )

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, time, timedelta
 from django.utils import timezone
 
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..models import Agent, ReviewRoutine
 from ._common import audit
 
@@ -34,7 +35,7 @@ def routine_ensure(
     if created:
         audit(
             actor=actor,
-            action="routine.create",
+            action=AuditAction.ROUTINE_CREATE,
             project=agent.project,
             target=agent.pk,
             details={"next_run_at": routine.next_run_at.isoformat()},

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from ..access import check_agent_gate
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import ScratchpadItem
 from ..validation import SCRATCHPAD_TEXT_MAX, check_no_secret, require_text
@@ -40,7 +41,7 @@ def scratchpad_add(*, actor: Actor, text: str) -> ScratchpadItem:
             created_by_run_id=run.pk,
         )
         bump(setting)
-        audit(actor=actor, action="scratchpad.add", project=run.project, target=item.pk)
+        audit(actor=actor, action=AuditAction.SCRATCHPAD_ADD, project=run.project, target=item.pk)
     return item
 
 
@@ -67,7 +68,7 @@ def _set_done(*, actor: Actor, item_id: str, done: bool) -> ScratchpadItem:
         item.updated_at = timezone.now()
         item.save(update_fields=["done", "updated_at"])
         bump(setting)
-        action = "scratchpad.done" if done else "scratchpad.undo"
+        action = AuditAction.SCRATCHPAD_DONE if done else AuditAction.SCRATCHPAD_UNDO
         audit(actor=actor, action=action, project=run.project, target=item.pk)
     return item
 
@@ -94,7 +95,7 @@ def scratchpad_clear(*, actor: Actor) -> int:
             bump(setting)
             audit(
                 actor=actor,
-                action="scratchpad.clear",
+                action=AuditAction.SCRATCHPAD_CLEAR,
                 project=run.project,
                 details={"removed": removed},
             )

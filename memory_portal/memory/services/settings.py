@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from ..access import require_manager
 from ..actors import Actor
+from ..audit_actions import AuditAction
 from ..models import MemorySetting, Note, Project, Recovery, ScratchpadItem
 from ._common import audit, bump, lock_setting
 
@@ -28,7 +29,7 @@ def memory_enable(*, actor: Actor | None, project: Project) -> MemorySetting:
         if setting.enabled:
             return setting
         bump(setting, enabled=True, changed_by=_who(actor), changed_at=timezone.now())
-        audit(actor=actor, action="memory.enable", project=project)
+        audit(actor=actor, action=AuditAction.MEMORY_ENABLE, project=project)
     return setting
 
 
@@ -47,7 +48,7 @@ def memory_disable(*, actor: Actor | None, project: Project) -> MemorySetting:
             changed_by=_who(actor),
             changed_at=timezone.now(),
         )
-        audit(actor=actor, action="memory.disable", project=project)
+        audit(actor=actor, action=AuditAction.MEMORY_DISABLE, project=project)
     return setting
 
 
@@ -69,5 +70,5 @@ def memory_reset(*, actor: Actor | None, project: Project) -> dict[str, int]:
             changed_at=timezone.now(),
         )
         counts = {"notes": notes, "recoveries": recoveries, "scratchpad_items": items}
-        audit(actor=actor, action="memory.reset", project=project, details=counts)
+        audit(actor=actor, action=AuditAction.MEMORY_RESET, project=project, details=counts)
     return counts

@@ -3,6 +3,8 @@ and a person's)."""
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
@@ -170,27 +172,23 @@ def run_delete(*, actor: Actor | None, run: Run) -> dict[str, int]:
     return {"scratchpad_items": items}
 
 
+class RunFields(TypedDict, total=False):
+    """What `run_create` takes besides the actor and the agent."""
+
+    parent: Run | None
+    task_key: str
+    task_title: str
+    task_description: str
+
+
 def run_start(
-    *,
-    actor: Actor | None,
-    agent: Agent,
-    parent: Run | None = None,
-    task_key: str = "",
-    task_title: str = "",
-    task_description: str = "",
-    can_write: bool = True,
+    *, actor: Actor | None, agent: Agent, can_write: bool = True, **run_fields: Unpack[RunFields]
 ) -> tuple[Run, str]:
     """What an orchestrator does to start an agent: the run and its token, in one transaction
-    (a run never exists without its token). The token's plaintext is returned once."""
+    (a run never exists without its token: if minting fails, no run is left). The token's
+    plaintext is returned once."""
     with transaction.atomic():
-        run = run_create(
-            actor=actor,
-            agent=agent,
-            parent=parent,
-            task_key=task_key,
-            task_title=task_title,
-            task_description=task_description,
-        )
+        run = run_create(actor=actor, agent=agent, **run_fields)
         _token, plaintext = token_create(actor=actor, run=run, can_write=can_write)
     return run, plaintext
 

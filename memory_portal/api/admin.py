@@ -4,7 +4,6 @@ repositories and links, agents, runs and their tokens. User tokens only."""
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.http import JsonResponse
 from ninja import Query, Router, Schema
 from ninja.responses import Status
@@ -12,8 +11,7 @@ from pydantic import Field
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
-from memory_portal.memory.errors import MemoryPortalError, invalid
-from memory_portal.memory.models import Application, Repository, Run
+from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.services.revert import run_revert_latest
 
 from . import schemas as s
@@ -33,6 +31,11 @@ def _managed(request, project_id: str):
     actor, project = _project(request, project_id)
     require_manager(actor, project)
     return actor, project
+
+
+def _run(request, project_id: str, run_id: str, *, managed: bool = False):
+    actor, project = (_managed if managed else _project)(request, project_id)
+    return actor, selectors.run_in_project(actor=actor, project=project, run_id=run_id)
 
 
 def _state(note) -> dict:
@@ -57,11 +60,7 @@ def memory_page(request, project_id: str, page: Query[PageQuery]):
     """Settings and a page of all notes, including trust, deletion state and provenance."""
     actor, project = _managed(request, project_id)
     setting = selectors.setting_get(project=project)
-    qs = (
-        selectors.notes_for_actor(actor=actor, project=project)
-        .select_related("origin_run", "evidence_repository", "application", "vetoed_by", "recovery")
-        .order_by("-created_at", "-id")
-    )
+    qs = selectors.notes_admin(actor=actor, project=project)
     rows = list(qs[page.offset : page.offset + page.limit + 1])
     more = len(rows) > page.limit
     return {
@@ -126,14 +125,7 @@ def memory_forget(request, project_id: str, note_id: str):
 )
 def memory_restore(request, project_id: str, recovery_id: str):
     actor, project = _project(request, project_id)
-    if (
-        not selectors.recoveries_for_actor(actor=actor, project=project)
-        .filter(pk=recovery_id)
-        .exists()
-    ):
-        raise MemoryPortalError(
-            "memory_recovery_not_found", f"No recovery {recovery_id} in {project.slug}."
-        )
+    selectors.recovery_in_project(actor=actor, project=project, recovery_id=recovery_id)
     note = services.note_restore(actor=actor, recovery_id=recovery_id)
     return {"id": note.id}
 
@@ -169,9 +161,7 @@ def project_create(request, body: s.ProjectIn):
 @router.post("/projects/{project_id}/members", response=responses({200: s.MemberOut}))
 def member_set(request, project_id: str, body: s.MemberIn):
     actor, project = _project(request, project_id)
-    user = get_user_model().objects.filter(username=body.username, is_active=True).first()
-    if user is None:
-        raise invalid("username", f"No active user {body.username}.")
+    user = selectors.user_active_get(username=body.username, field="username")
     membership = services.membership_set(actor=actor, project=project, user=user, role=body.role)
     return {"username": user.get_username(), "role": membership.role}
 
@@ -248,12 +238,10 @@ def repository_link(
 ):
     """Link a repository to an application at a revision, or re-pin it."""
     actor, project = _project(request, project_id)
-    application = Application.objects.filter(project=project, slug=application_id).first()
-    if application is None:
-        raise invalid("applicationId", f"No application {application_id} in {project.slug}.")
-    repository = Repository.objects.filter(slug=repository_id).first()
-    if repository is None:
-        raise invalid("repositoryId", f"No repository {repository_id}.")
+    application = selectors.application_in_project(
+        actor=actor, project=project, slug=application_id, field="applicationId"
+    )
+    repository = selectors.repository_get(slug=repository_id, field="repositoryId")
     link = services.repository_link_set(
         actor=actor, application=application, repository=repository, revision=body.revision
     )
@@ -269,32 +257,25 @@ def agent_create(request, project_id: str, body: s.AgentIn):
     actor, project = _project(request, project_id)
     application = None
     if body.applicationId:
-        application = Application.objects.filter(project=project, slug=body.applicationId).first()
-        if application is None:
-            raise invalid("applicationId", f"No application {body.applicationId}.")
+        application = selectors.application_in_project(
+            actor=actor, project=project, slug=body.applicationId, field="applicationId"
+        )
     agent = services.agent_create(
         actor=actor, project=project, name=body.name, stage=body.stage, application=application
     )
     return Status(201, {"id": agent.id})
 
 
-def _run(project, run_id: str) -> Run:
-    run = Run.objects.filter(pk=run_id, project=project).select_related("project").first()
-    if run is None:
-        raise MemoryPortalError(
-            "not_found", f"No run {run_id} in {project.slug}.", hint="Check the run_ id."
-        )
-    return run
-
-
 @router.post("/projects/{project_id}/runs", response=responses({201: s.RunOut}))
 def run_create(request, project_id: str, body: s.RunIn):
     """Start a run and mint its token (shown once, never again)."""
     actor, project = _managed(request, project_id)
-    agent = selectors.agent_get(actor=actor, agent_id=body.agentId)
-    if agent.project_id != project.pk:
-        raise invalid("agentId", f"Agent {body.agentId} belongs to another project.")
-    parent = _run(project, body.parentRunId) if body.parentRunId else None
+    agent = selectors.agent_in_project(
+        actor=actor, project=project, agent_id=body.agentId, field="agentId"
+    )
+    parent = None
+    if body.parentRunId:
+        parent = selectors.run_in_project(actor=actor, project=project, run_id=body.parentRunId)
     scopes = body.scopes or ["read", "write"]
     run, plaintext = services.run_start(
         actor=actor,
@@ -320,18 +301,16 @@ def run_create(request, project_id: str, body: s.RunIn):
 def run_status(request, project_id: str, run_id: str, body: s.RunStatusIn):
     """Report a run's status and / or current step. Once it leaves `running` the run has
     finished: its token stops working at once (401 `auth_invalid`)."""
-    actor, project = _project(request, project_id)
-    services.run_update(
-        actor=actor, run=_run(project, run_id), status=body.status, step=body.step
-    )
+    actor, run = _run(request, project_id, run_id)
+    services.run_update(actor=actor, run=run, status=body.status, step=body.step)
     return Status(204, None)
 
 
 @router.delete("/projects/{project_id}/runs/{run_id}", response=responses({204: None}))
 def run_delete(request, project_id: str, run_id: str):
     """Delete a run: its scratchpad goes; notes keep their provenance as text."""
-    actor, project = _project(request, project_id)
-    services.run_delete(actor=actor, run=_run(project, run_id))
+    actor, run = _run(request, project_id, run_id)
+    services.run_delete(actor=actor, run=run)
     return Status(204, None)
 
 
@@ -355,8 +334,7 @@ def run_revert(request, project_id: str, run_id: str, body: s.RevertIn):
     """Revert what a run and its nested runs wrote (managers). `dryRun: true` answers the
     impact preview and changes nothing; otherwise the revert is applied in one transaction and
     answered with its `revertId` and counts. Above 20 changes `confirm` must be the run id."""
-    actor, project = _managed(request, project_id)
-    run = _run(project, run_id)
+    actor, run = _run(request, project_id, run_id, managed=True)
     plan, revert = services.run_revert(
         actor=actor,
         run=run,
@@ -389,8 +367,7 @@ def run_revert(request, project_id: str, run_id: str, body: s.RevertIn):
 def run_revert_undo(request, project_id: str, run_id: str):
     """Undo the run's latest revert: exactly what it changed comes back, while the recovery
     records exist; notes changed since are left alone and listed under `skipped`."""
-    actor, project = _managed(request, project_id)
-    run = _run(project, run_id)
+    actor, run = _run(request, project_id, run_id, managed=True)
     revert = run_revert_latest(run=run)
     if revert is None:
         raise MemoryPortalError(

@@ -15,7 +15,6 @@ from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.services.revert import run_revert_latest
 
 from . import schemas as s
-from . import serializers
 from .auth import person
 from .schemas import responses
 
@@ -38,15 +37,6 @@ def _run(request, project_id: str, run_id: str, *, managed: bool = False):
     return actor, selectors.run_in_project(actor=actor, project=project, run_id=run_id)
 
 
-def _state(note) -> dict:
-    return {
-        "id": note.id,
-        "status": note.status,
-        "trust": note.trust,
-        "archiveReason": note.archive_reason or None,
-    }
-
-
 class PageQuery(Schema):
     limit: int = Field(20, ge=1, le=100)
     offset: int = Field(0, ge=0, le=s.OFFSET_MAX)
@@ -65,15 +55,9 @@ def memory_page(request, project_id: str, page: Query[PageQuery]):
     more = len(rows) > page.limit
     return {
         "projectId": project.slug,
-        "setting": {
-            "enabled": setting.enabled,
-            "revision": setting.revision,
-            "revocationEpoch": setting.revocation_epoch,
-            "changedAt": setting.changed_at,
-            "lastWriteAt": setting.last_write_at,
-        },
+        "setting": setting,
         "counts": selectors.project_counts(project=project),
-        "notes": [serializers.admin_note(n) for n in rows[: page.limit]],
+        "notes": rows[: page.limit],
         "limit": page.limit,
         "offset": page.offset,
         "nextOffset": page.offset + page.limit if more else None,
@@ -115,8 +99,7 @@ def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
 )
 def memory_forget(request, project_id: str, note_id: str):
     actor, project = _project(request, project_id)
-    recovery = services.note_forget(actor=actor, note_id=note_id, project=project)
-    return {"recoveryId": recovery.id, "id": recovery.note_id}
+    return services.note_forget(actor=actor, note_id=note_id, project=project)
 
 
 @router.post(
@@ -136,7 +119,7 @@ def memory_restore(request, project_id: str, recovery_id: str):
 def memory_veto(request, project_id: str, note_id: str):
     """Veto: archive the note with reason `vetoed`, recording who."""
     actor, project = _project(request, project_id)
-    return _state(services.note_veto(actor=actor, note_id=note_id, project=project))
+    return services.note_veto(actor=actor, note_id=note_id, project=project)
 
 
 @router.post(
@@ -145,7 +128,7 @@ def memory_veto(request, project_id: str, note_id: str):
 def memory_undo(request, project_id: str, note_id: str):
     """Undo a veto (or another archive)."""
     actor, project = _project(request, project_id)
-    return _state(services.note_undo(actor=actor, note_id=note_id, project=project))
+    return services.note_undo(actor=actor, note_id=note_id, project=project)
 
 
 # --- Orchestration ----------------------------------------------------------------------------
@@ -317,16 +300,8 @@ def run_delete(request, project_id: str, run_id: str):
 # --- Run revert -------------------------------------------------------------------------------
 
 
-def _revert_note(note) -> dict:
-    return {
-        "id": note.pk,
-        "kind": note.kind,
-        "scope": note.scope,
-        "trust": note.trust,
-        "status": note.status,
-        "agentId": note.owner_agent_id or note.created_by_agent_id or None,
-        "runId": note.origin_run_ref,
-    }
+def _revert_note(note, **extra) -> dict:
+    return {**s.RevertNoteOut.from_orm(note).model_dump(), **extra}
 
 
 @router.post("/projects/{project_id}/runs/{run_id}/revert", response=responses({200: s.RevertOut}))
@@ -348,12 +323,12 @@ def run_revert(request, project_id: str, run_id: str, body: s.RevertIn):
         "runIds": plan.run_ids,
         "dryRun": body.dryRun,
         "revertId": revert.pk if revert else None,
-        "forget": [_revert_note(n) for n in plan.forget],
-        "veto": [_revert_note(n) for n in plan.veto],
-        "dayRows": [_revert_note(n) for n in plan.day_rows],
-        "reviewed": [{**_revert_note(n), "selected": n.pk in selected} for n in plan.reviewed],
-        "bringBack": [{**_revert_note(n), "why": why} for n, why in plan.bring_back],
-        "kept": [{**_revert_note(k.note), "reason": k.reason} for k in plan.kept],
+        "forget": plan.forget,
+        "veto": plan.veto,
+        "dayRows": plan.day_rows,
+        "reviewed": [_revert_note(n, selected=n.pk in selected) for n in plan.reviewed],
+        "bringBack": [_revert_note(n, why=why) for n, why in plan.bring_back],
+        "kept": [_revert_note(k.note, reason=k.reason) for k in plan.kept],
         "changes": plan.changes,
         "confirmRequired": plan.confirm_required,
         "counts": _camel(plan.counts()),

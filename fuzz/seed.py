@@ -47,7 +47,7 @@ def main() -> None:
         actor=None, project=project, name="Runtime helper", stage=Stage.RUNTIME, application=app
     )
     services.agent_create(actor=None, project=project, name="Reviewer", stage=Stage.REVIEW)
-    run = services.run_create(actor=None, agent=agent, task_key="FUZZ-1")
+    run, agent_token = services.run_start(actor=None, agent=agent, task_key="FUZZ-1")
     as_agent = Actor.agent_run(run)
     notes = [
         services.note_write(actor=as_agent, kind=kind, content=f"A {kind} about the deploy").note
@@ -61,7 +61,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "agent_token": services.token_create(actor=None, run=run)[1],
+                "agent_token": agent_token,
                 "admin_token": services.token_create(actor=None, user=admin)[1],
                 "username": admin.username,
                 "project": project.slug,

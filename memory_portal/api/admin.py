@@ -4,7 +4,6 @@ repositories and links, agents, runs and their tokens. User tokens only."""
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.http import JsonResponse
 from ninja import Query, Router, Schema
 from ninja.responses import Status
@@ -12,12 +11,10 @@ from pydantic import Field
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
-from memory_portal.memory.errors import MemoryPortalError, invalid
-from memory_portal.memory.models import Application, Repository, Run
+from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.services.revert import run_revert_latest
 
 from . import schemas as s
-from . import serializers
 from .auth import person
 from .schemas import responses
 
@@ -35,13 +32,9 @@ def _managed(request, project_id: str):
     return actor, project
 
 
-def _state(note) -> dict:
-    return {
-        "id": note.id,
-        "status": note.status,
-        "trust": note.trust,
-        "archiveReason": note.archive_reason or None,
-    }
+def _run(request, project_id: str, run_id: str, *, managed: bool = False):
+    actor, project = (_managed if managed else _project)(request, project_id)
+    return actor, selectors.run_in_project(actor=actor, project=project, run_id=run_id)
 
 
 class PageQuery(Schema):
@@ -57,24 +50,14 @@ def memory_page(request, project_id: str, page: Query[PageQuery]):
     """Settings and a page of all notes, including trust, deletion state and provenance."""
     actor, project = _managed(request, project_id)
     setting = selectors.setting_get(project=project)
-    qs = (
-        selectors.notes_for_actor(actor=actor, project=project)
-        .select_related("origin_run", "evidence_repository", "application", "vetoed_by", "recovery")
-        .order_by("-created_at", "-id")
-    )
+    qs = selectors.notes_admin(actor=actor, project=project)
     rows = list(qs[page.offset : page.offset + page.limit + 1])
     more = len(rows) > page.limit
     return {
         "projectId": project.slug,
-        "setting": {
-            "enabled": setting.enabled,
-            "revision": setting.revision,
-            "revocationEpoch": setting.revocation_epoch,
-            "changedAt": setting.changed_at,
-            "lastWriteAt": setting.last_write_at,
-        },
+        "setting": setting,
         "counts": selectors.project_counts(project=project),
-        "notes": [serializers.admin_note(n) for n in rows[: page.limit]],
+        "notes": rows[: page.limit],
         "limit": page.limit,
         "offset": page.offset,
         "nextOffset": page.offset + page.limit if more else None,
@@ -116,8 +99,7 @@ def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
 )
 def memory_forget(request, project_id: str, note_id: str):
     actor, project = _project(request, project_id)
-    recovery = services.note_forget(actor=actor, note_id=note_id, project=project)
-    return {"recoveryId": recovery.id, "id": recovery.note_id}
+    return services.note_forget(actor=actor, note_id=note_id, project=project)
 
 
 @router.post(
@@ -126,14 +108,7 @@ def memory_forget(request, project_id: str, note_id: str):
 )
 def memory_restore(request, project_id: str, recovery_id: str):
     actor, project = _project(request, project_id)
-    if (
-        not selectors.recoveries_for_actor(actor=actor, project=project)
-        .filter(pk=recovery_id)
-        .exists()
-    ):
-        raise MemoryPortalError(
-            "memory_recovery_not_found", f"No recovery {recovery_id} in {project.slug}."
-        )
+    selectors.recovery_in_project(actor=actor, project=project, recovery_id=recovery_id)
     note = services.note_restore(actor=actor, recovery_id=recovery_id)
     return {"id": note.id}
 
@@ -144,7 +119,7 @@ def memory_restore(request, project_id: str, recovery_id: str):
 def memory_veto(request, project_id: str, note_id: str):
     """Veto: archive the note with reason `vetoed`, recording who."""
     actor, project = _project(request, project_id)
-    return _state(services.note_veto(actor=actor, note_id=note_id, project=project))
+    return services.note_veto(actor=actor, note_id=note_id, project=project)
 
 
 @router.post(
@@ -153,7 +128,7 @@ def memory_veto(request, project_id: str, note_id: str):
 def memory_undo(request, project_id: str, note_id: str):
     """Undo a veto (or another archive)."""
     actor, project = _project(request, project_id)
-    return _state(services.note_undo(actor=actor, note_id=note_id, project=project))
+    return services.note_undo(actor=actor, note_id=note_id, project=project)
 
 
 # --- Orchestration ----------------------------------------------------------------------------
@@ -169,9 +144,7 @@ def project_create(request, body: s.ProjectIn):
 @router.post("/projects/{project_id}/members", response=responses({200: s.MemberOut}))
 def member_set(request, project_id: str, body: s.MemberIn):
     actor, project = _project(request, project_id)
-    user = get_user_model().objects.filter(username=body.username, is_active=True).first()
-    if user is None:
-        raise invalid("username", f"No active user {body.username}.")
+    user = selectors.user_active_get(username=body.username, field="username")
     membership = services.membership_set(actor=actor, project=project, user=user, role=body.role)
     return {"username": user.get_username(), "role": membership.role}
 
@@ -248,12 +221,10 @@ def repository_link(
 ):
     """Link a repository to an application at a revision, or re-pin it."""
     actor, project = _project(request, project_id)
-    application = Application.objects.filter(project=project, slug=application_id).first()
-    if application is None:
-        raise invalid("applicationId", f"No application {application_id} in {project.slug}.")
-    repository = Repository.objects.filter(slug=repository_id).first()
-    if repository is None:
-        raise invalid("repositoryId", f"No repository {repository_id}.")
+    application = selectors.application_in_project(
+        actor=actor, project=project, slug=application_id, field="applicationId"
+    )
+    repository = selectors.repository_get(slug=repository_id, field="repositoryId")
     link = services.repository_link_set(
         actor=actor, application=application, repository=repository, revision=body.revision
     )
@@ -269,32 +240,25 @@ def agent_create(request, project_id: str, body: s.AgentIn):
     actor, project = _project(request, project_id)
     application = None
     if body.applicationId:
-        application = Application.objects.filter(project=project, slug=body.applicationId).first()
-        if application is None:
-            raise invalid("applicationId", f"No application {body.applicationId}.")
+        application = selectors.application_in_project(
+            actor=actor, project=project, slug=body.applicationId, field="applicationId"
+        )
     agent = services.agent_create(
         actor=actor, project=project, name=body.name, stage=body.stage, application=application
     )
     return Status(201, {"id": agent.id})
 
 
-def _run(project, run_id: str) -> Run:
-    run = Run.objects.filter(pk=run_id, project=project).select_related("project").first()
-    if run is None:
-        raise MemoryPortalError(
-            "not_found", f"No run {run_id} in {project.slug}.", hint="Check the run_ id."
-        )
-    return run
-
-
 @router.post("/projects/{project_id}/runs", response=responses({201: s.RunOut}))
 def run_create(request, project_id: str, body: s.RunIn):
     """Start a run and mint its token (shown once, never again)."""
     actor, project = _managed(request, project_id)
-    agent = selectors.agent_get(actor=actor, agent_id=body.agentId)
-    if agent.project_id != project.pk:
-        raise invalid("agentId", f"Agent {body.agentId} belongs to another project.")
-    parent = _run(project, body.parentRunId) if body.parentRunId else None
+    agent = selectors.agent_in_project(
+        actor=actor, project=project, agent_id=body.agentId, field="agentId"
+    )
+    parent = None
+    if body.parentRunId:
+        parent = selectors.run_in_project(actor=actor, project=project, run_id=body.parentRunId)
     scopes = body.scopes or ["read", "write"]
     run, plaintext = services.run_start(
         actor=actor,
@@ -320,34 +284,24 @@ def run_create(request, project_id: str, body: s.RunIn):
 def run_status(request, project_id: str, run_id: str, body: s.RunStatusIn):
     """Report a run's status and / or current step. Once it leaves `running` the run has
     finished: its token stops working at once (401 `auth_invalid`)."""
-    actor, project = _project(request, project_id)
-    services.run_update(
-        actor=actor, run=_run(project, run_id), status=body.status, step=body.step
-    )
+    actor, run = _run(request, project_id, run_id)
+    services.run_update(actor=actor, run=run, status=body.status, step=body.step)
     return Status(204, None)
 
 
 @router.delete("/projects/{project_id}/runs/{run_id}", response=responses({204: None}))
 def run_delete(request, project_id: str, run_id: str):
     """Delete a run: its scratchpad goes; notes keep their provenance as text."""
-    actor, project = _project(request, project_id)
-    services.run_delete(actor=actor, run=_run(project, run_id))
+    actor, run = _run(request, project_id, run_id)
+    services.run_delete(actor=actor, run=run)
     return Status(204, None)
 
 
 # --- Run revert -------------------------------------------------------------------------------
 
 
-def _revert_note(note) -> dict:
-    return {
-        "id": note.pk,
-        "kind": note.kind,
-        "scope": note.scope,
-        "trust": note.trust,
-        "status": note.status,
-        "agentId": note.owner_agent_id or note.created_by_agent_id or None,
-        "runId": note.origin_run_ref,
-    }
+def _revert_note(note, **extra) -> dict:
+    return {**s.RevertNoteOut.from_orm(note).model_dump(), **extra}
 
 
 @router.post("/projects/{project_id}/runs/{run_id}/revert", response=responses({200: s.RevertOut}))
@@ -355,8 +309,7 @@ def run_revert(request, project_id: str, run_id: str, body: s.RevertIn):
     """Revert what a run and its nested runs wrote (managers). `dryRun: true` answers the
     impact preview and changes nothing; otherwise the revert is applied in one transaction and
     answered with its `revertId` and counts. Above 20 changes `confirm` must be the run id."""
-    actor, project = _managed(request, project_id)
-    run = _run(project, run_id)
+    actor, run = _run(request, project_id, run_id, managed=True)
     plan, revert = services.run_revert(
         actor=actor,
         run=run,
@@ -370,12 +323,12 @@ def run_revert(request, project_id: str, run_id: str, body: s.RevertIn):
         "runIds": plan.run_ids,
         "dryRun": body.dryRun,
         "revertId": revert.pk if revert else None,
-        "forget": [_revert_note(n) for n in plan.forget],
-        "veto": [_revert_note(n) for n in plan.veto],
-        "dayRows": [_revert_note(n) for n in plan.day_rows],
-        "reviewed": [{**_revert_note(n), "selected": n.pk in selected} for n in plan.reviewed],
-        "bringBack": [{**_revert_note(n), "why": why} for n, why in plan.bring_back],
-        "kept": [{**_revert_note(k.note), "reason": k.reason} for k in plan.kept],
+        "forget": plan.forget,
+        "veto": plan.veto,
+        "dayRows": plan.day_rows,
+        "reviewed": [_revert_note(n, selected=n.pk in selected) for n in plan.reviewed],
+        "bringBack": [_revert_note(n, why=why) for n, why in plan.bring_back],
+        "kept": [_revert_note(k.note, reason=k.reason) for k in plan.kept],
         "changes": plan.changes,
         "confirmRequired": plan.confirm_required,
         "counts": _camel(plan.counts()),
@@ -389,8 +342,7 @@ def run_revert(request, project_id: str, run_id: str, body: s.RevertIn):
 def run_revert_undo(request, project_id: str, run_id: str):
     """Undo the run's latest revert: exactly what it changed comes back, while the recovery
     records exist; notes changed since are left alone and listed under `skipped`."""
-    actor, project = _managed(request, project_id)
-    run = _run(project, run_id)
+    actor, run = _run(request, project_id, run_id, managed=True)
     revert = run_revert_latest(run=run)
     if revert is None:
         raise MemoryPortalError(

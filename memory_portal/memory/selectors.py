@@ -7,6 +7,8 @@ import hashlib
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import connection
 from django.db.models import BooleanField, Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
@@ -14,6 +16,7 @@ from django.utils import timezone
 
 from .access import (
     actor_role,
+    application_not_found,
     project_not_found,
     remember_role,
     require_member,
@@ -456,7 +459,7 @@ def project_counts(*, project: Project) -> dict:
 from django.db.models import ExpressionWrapper, F  # noqa: E402
 
 from .errors import invalid  # noqa: E402
-from .models import Role, ToolCallCount  # noqa: E402
+from .models import Repository, Role, ToolCallCount  # noqa: E402
 from .validation import agent_fact_identity, normalize_text  # noqa: E402
 
 DAY_STAMP_LENGTH = len("HH:MM ")
@@ -532,6 +535,16 @@ def notes_table(*, actor: Actor, project: Project) -> QuerySet[Note]:
             ),
             recovery_ref=F("recovery__id"),
         )
+    )
+
+
+def notes_admin(*, actor: Actor, project: Project) -> QuerySet[Note]:
+    """Every note of the project, newest first, with what an admin API row shows joined in:
+    origin run, evidence repository, application, who vetoed, the open recovery record."""
+    return (
+        notes_for_actor(actor=actor, project=project)
+        .select_related("origin_run", "evidence_repository", "application", "vetoed_by", "recovery")
+        .order_by("-created_at", "-id")
     )
 
 
@@ -726,22 +739,44 @@ def applications_overview(*, actor: Actor, project: Project) -> QuerySet[Applica
     )
 
 
-def application_in_project(*, actor: Actor, project: Project, slug: str) -> Application:
-    """One application of a project the person is a member of (else `not_found`)."""
+def application_in_project(
+    *, actor: Actor, project: Project, slug: str, field: str | None = None
+) -> Application:
+    """One application of a project the person is a member of (else `not_found`; when the
+    request body named it, `field`, that field's 400)."""
     require_member(actor, project)
     application = Application.objects.filter(project=project, slug=slug).first()
     if application is None:
-        from .access import application_not_found
-
-        raise application_not_found(project, slug)
+        not_found = application_not_found(project, slug)
+        raise invalid(field, not_found.message) if field else not_found
+    application.project = project
     return application
 
 
-def agent_in_project(*, actor: Actor, project: Project, agent_id: str) -> Agent:
+def agent_in_project(
+    *, actor: Actor, project: Project, agent_id: str, field: str | None = None
+) -> Agent:
     agent = agent_get(actor=actor, agent_id=agent_id)
     if agent.project_id != project.pk:
+        if field:
+            raise invalid(field, f"Agent {agent_id} belongs to another project.")
         raise agent_not_found(agent_id)
     return agent
+
+
+def repository_get(*, slug: str, field: str) -> Repository:
+    """A registered repository (any person may name one: links are checked by the service)."""
+    repository = Repository.objects.filter(slug=slug).first()
+    if repository is None:
+        raise invalid(field, f"No repository {slug}.")
+    return repository
+
+
+def user_active_get(*, username: str, field: str) -> AbstractBaseUser:
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise invalid(field, f"No active user {username}.")
+    return user
 
 
 def agent_day_log(*, actor: Actor, agent: Agent, limit: int = 14) -> list[Note]:
@@ -769,6 +804,7 @@ def run_in_project(*, actor: Actor, project: Project, run_id: str) -> Run:
     run = Run.objects.filter(pk=run_id, project=project).select_related("agent", "parent").first()
     if run is None:
         raise MemoryPortalError("not_found", f"No run {run_id} here.", hint="Check the run_ id.")
+    run.project = project
     return run
 
 

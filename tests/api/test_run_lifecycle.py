@@ -128,13 +128,14 @@ def test_only_managers_report_on_runs(api, tokens, world):
 
 
 def test_a_run_and_its_token_are_created_together_or_not_at_all(api, tokens, world, monkeypatch):
-    from memory_portal.memory.services import runs
+    from memory_portal.memory import tokens as token_secrets
 
-    def fail(**kwargs):
-        raise RuntimeError("token store unavailable")
+    def fail():
+        raise RuntimeError("no randomness available")
 
-    monkeypatch.setattr(runs, "token_create", fail)
-    before = Run.objects.count()
+    # The boundary: the secret generator, after the run row is inserted.
+    monkeypatch.setattr(token_secrets, "generate", fail)
+    before = Run.objects.count(), ApiToken.objects.count()
     response = api.post(f"{BASE}/runs", tokens.manager, {"agentId": world.agent.id})
     assert response.status_code == 500
-    assert Run.objects.count() == before, "no run without its token"
+    assert (Run.objects.count(), ApiToken.objects.count()) == before, "no run without its token"

@@ -152,3 +152,29 @@ def test_a_secret_in_the_task_is_refused(world):
         )
     assert info.value.code == "secret_in_memory" and info.value.field == "task.description"
     assert "Zx81kQ2mP0aa93LmQ" not in info.value.message
+
+
+def test_run_start_leaves_no_run_when_minting_its_token_fails(world, monkeypatch):
+    from memory_portal.memory import tokens
+    from memory_portal.memory.models import ApiToken, AuditEvent
+
+    def fail():
+        raise OSError("no randomness available")
+
+    monkeypatch.setattr(tokens, "generate", fail)
+    before = Run.objects.count(), ApiToken.objects.count(), AuditEvent.objects.count()
+    with pytest.raises(OSError):
+        services.run_start(actor=world.as_manager, agent=world.agent, task_title="Ship it")
+    after = Run.objects.count(), ApiToken.objects.count(), AuditEvent.objects.count()
+    assert after == before, "neither the run nor its audit event outlives the failed mint"
+
+
+def test_run_start_returns_the_run_and_a_working_token_for_it(world):
+    from memory_portal.memory.tokens import token_authenticate
+
+    run, plaintext = services.run_start(
+        actor=world.as_manager, agent=world.agent, task_key="PIN-7", can_write=False
+    )
+    token = token_authenticate(plaintext)
+    assert token.run_id == run.pk and token.can_write is False
+    assert run.task_key == "PIN-7" and run.status == "running"

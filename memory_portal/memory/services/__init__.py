@@ -20,6 +20,15 @@ from .notes import (
     note_write,
     notes_mark_recalled,
 )
+from .projects import (
+    application_create,
+    application_delete,
+    membership_set,
+    project_create,
+    project_delete,
+    repository_create,
+    repository_link_set,
+)
 from .revert import run_revert, run_revert_undo
 from .routines import (
     routine_delete,
@@ -31,13 +40,6 @@ from .routines import (
 )
 from .runs import (
     agent_create,
-    application_create,
-    application_delete,
-    membership_set,
-    project_create,
-    project_delete,
-    repository_create,
-    repository_link_set,
     run_create,
     run_delete,
     run_start,

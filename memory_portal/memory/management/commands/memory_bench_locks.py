@@ -125,10 +125,7 @@ class Command(BaseCommand):
     def _tokens(self, agent, clients: int) -> list[str]:
         """A fresh run (and its token) per client for each phase: a run may write 128 new
         notes, and every phase must measure writes, not quota refusals."""
-        return [
-            services.token_create(actor=None, run=services.run_create(actor=None, agent=agent))[1]
-            for _ in range(clients)
-        ]
+        return [services.run_start(actor=None, agent=agent)[1] for _ in range(clients)]
 
     def _database_url(self) -> str:
         s = connection.settings_dict

@@ -8,10 +8,12 @@ tool result with isError under /mcp."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ninja.responses import NinjaJSONEncoder
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
@@ -95,9 +97,11 @@ def perform(
 _ADAPTERS: dict[int, TypeAdapter] = {}
 
 
-def as_json(operation: Operation, result: Any) -> Any:
-    """The answer as the HTTP route renders it (validated against the same response type)."""
+def as_json(operation: Operation, result: Any) -> str:
+    """The answer as the HTTP route renders it: validated against the same response type,
+    encoded by the same JSON encoder (times to the millisecond, UTF-8 unescaped)."""
     adapter = _ADAPTERS.get(id(operation.returns))
     if adapter is None:
         adapter = _ADAPTERS[id(operation.returns)] = TypeAdapter(operation.returns)
-    return adapter.dump_python(adapter.validate_python(result), mode="json")
+    answer = adapter.dump_python(adapter.validate_python(result))
+    return json.dumps(answer, cls=NinjaJSONEncoder, ensure_ascii=False)

@@ -78,8 +78,8 @@ def call_tool(actor: Actor, name: str, arguments: dict | None) -> types.CallTool
     except MemoryPortalError as exc:
         return refusal_result(exc)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(answer, ensure_ascii=False))],
-        structured_content=answer,
+        content=[types.TextContent(type="text", text=answer)],
+        structured_content=json.loads(answer),
     )
 
 

@@ -13,7 +13,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 import memory_portal
-from memory_portal.memory.models import Note, ToolCallCount
+from memory_portal.memory import services
+from memory_portal.memory.models import Note, Run, ToolCallCount
 
 from .conftest import result_json, run
 
@@ -70,3 +71,34 @@ def test_memory_mcp_refuses_a_bad_token_at_once(live_server):
     )
     assert finished.returncode == 1
     assert finished.stderr.startswith("auth_invalid: ")
+
+
+EXAMPLE = ROOT / "docs" / "mcp_example.py"
+
+
+def test_the_documented_example_runs(live_server, world):
+    """docs/mcp_example.py, as a user runs it: start a run, an MCP session, finish the run."""
+    manager_token = services.token_create(actor=None, user=world.manager)[1]
+    finished = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "MEMORY_PORTAL_URL": live_server.url,
+            "MANAGER_TOKEN": manager_token,
+            "PROJECT": world.project.slug,
+            "AGENT_ID": world.agent.id,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    out = finished.stdout
+    assert "prompt memory_start:\n--- MEMORY ---" in out
+    assert "tools: memory_write, memory_read, memory_search" in out
+    assert 'memory_read: {"entries": [{"id": "mem_' in out
+    assert 'memory_write (refused): isError {"code": "memory_invalid"' in out
+    assert "finished; its token no longer works" in out
+    run_ = Run.objects.get(task_key="PIN-812", agent=world.agent)
+    assert run_.status == "succeeded"
+    assert Note.objects.filter(origin_run=run_).count() == 2  # the note and the fact

@@ -31,7 +31,7 @@ def start_run() -> dict:
     body = {
         "agentId": os.environ["AGENT_ID"],
         "taskKey": "PIN-812",
-        "task": {"title": "PIN-812: the staging deploy hangs"},
+        "task": {"title": "PIN-812: helm upgrade hangs on the staging deploy"},
     }
     response = httpx2.post(RUNS, json=body, headers=MANAGER)
     response.raise_for_status()

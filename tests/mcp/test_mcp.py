@@ -271,3 +271,9 @@ def test_mcp_calls_are_traced_by_tool_and_outcome(mcp_url, run_tokens, world):
     world.run.refresh_from_db()
     # One budget for both transports: each MCP call took one call from the run's 512.
     assert world.run.tool_calls == 4
+    # The run's page counts them by tool and outcome.
+    page = DjangoClient()
+    page.force_login(world.manager)
+    html = page.get(f"/p/{world.project.slug}/runs/{world.run.id}/").content.decode()
+    assert "<code>mcp:write</code>" in html and "<code>mcp:v1-save</code>" in html
+    assert "memory_invalid" in html

@@ -11,6 +11,7 @@ the request's thread (sync_to_async, thread_sensitive), where Django's connectio
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -21,13 +22,16 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from memory_portal.failures import INTERNAL_ERROR
 from memory_portal.memory.actors import Actor
-from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.errors import MemoryPortalError, retryable
 
 from . import tools as http_tools
 from . import v1
 from .auth import BearerAuth, agent_only
 from .calls import MCP, Operation, as_json, perform
+
+logger = logging.getLogger("memory_portal.api")
 
 SERVER_NAME = "memory-portal"
 START_PROMPT = "memory_start"
@@ -77,6 +81,14 @@ def call_tool(actor: Actor, name: str, arguments: dict | None) -> types.CallTool
         )
     except MemoryPortalError as exc:
         return refusal_result(exc)
+    except Exception as exc:
+        # The same classification as the API's 503 / 500 (memory_portal/failures.py): the
+        # client sees a code and a hint, never an exception's text.
+        refusal = retryable(exc)
+        if refusal is None:
+            logger.error("unexpected failure in MCP tool %s", name, exc_info=exc)
+            refusal = MemoryPortalError("internal_error", INTERNAL_ERROR["message"])
+        return refusal_result(refusal)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=answer)],
         structured_content=json.loads(answer),
@@ -206,6 +218,19 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
         response = JsonResponse({"error": exc.as_dict()}, status=exc.status)
         if exc.status == 401:
             response["WWW-Authenticate"] = 'Bearer realm="memory-portal"'
+        return response
+    if request.method != "POST":
+        # Stateless and JSON-only: no server-initiated stream (GET) and no session to end
+        # (DELETE). The spec's answer is 405; a GET handed to the SDK would hold its thread.
+        response = JsonResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32600, "message": f"{request.method} is not served; POST."},
+            },
+            status=405,
+        )
+        response["Allow"] = "POST"
         return response
     status, headers, body = async_to_sync(_serve)(actor, _scope(request), request.body)
     response = HttpResponse(body, status=status)

@@ -114,3 +114,26 @@ def test_concurrent_mcp_clients_through_gunicorn(gunicorn_url, world):
         counts = {(r.tool, r.outcome): r.count for r in ToolCallCount.objects.filter(run=run)}
         assert counts == {("mcp:write", "ok"): WRITES, ("mcp:read", "ok"): WRITES}
     print(f"{CLIENTS} clients x {2 * WRITES} calls through gunicorn in {elapsed:.2f} s")
+
+
+def test_a_held_project_lock_is_a_memory_busy_tool_error(live_server, world):
+    """Retryable database trouble is the same refusal as over HTTP (memory_busy and its hint),
+    never an exception's text; nothing is written, and the same call works afterwards."""
+    from tests.api.test_failures import setting_row_held
+
+    token = services.token_create(actor=None, run=world.run)[1]
+    url = f"{live_server.url}/mcp"
+    arguments = {"kind": "fact", "content": "Waits for the lock."}
+
+    async def write():
+        async with mcp_session(url, token) as session:
+            return await session.call_tool("memory_write", arguments)
+
+    with setting_row_held(world.project):
+        busy = asyncio.run(write())
+    assert busy.is_error
+    error = result_json(busy)
+    assert error["code"] == "memory_busy" and "Retry" in error["hint"]
+    assert not Note.objects.filter(content=arguments["content"]).exists()
+    assert not asyncio.run(write()).is_error
+    assert ToolCallCount.objects.get(run=world.run, tool="mcp:write", outcome="memory_busy")

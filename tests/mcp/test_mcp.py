@@ -277,3 +277,16 @@ def test_mcp_calls_are_traced_by_tool_and_outcome(mcp_url, run_tokens, world):
     html = page.get(f"/p/{world.project.slug}/runs/{world.run.id}/").content.decode()
     assert "<code>mcp:write</code>" in html and "<code>mcp:v1-save</code>" in html
     assert "memory_invalid" in html
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+def test_only_post_is_served(mcp_url, run_tokens, method):
+    """Stateless, JSON only: no server stream to open with GET (it would hold a thread), no
+    session to end with DELETE."""
+    headers = {
+        "Authorization": f"Bearer {run_tokens.writer}",
+        "Accept": "application/json, text/event-stream",
+    }
+    response = httpx2.request(method, mcp_url, headers=headers, timeout=10)
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert response.json()["error"]["code"] == -32600

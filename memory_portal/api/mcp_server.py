@@ -41,8 +41,14 @@ MAX_BODY_BYTES = 1024 * 1024
 
 
 def operations_for(actor: Actor) -> list[Operation]:
-    """What GET /api/tools offers this run, then the agent-memory operations."""
-    return [*http_tools.tools_offer(actor).tools, *MEMORY_OPERATIONS]
+    """What GET /api/tools offers this run, then the agent-memory operations — none while
+    memory is off or for an ineligible stage, only the reads for a read-only token (the
+    others would only be refused)."""
+    offer = http_tools.tools_offer(actor)
+    if not (offer.enabled and offer.eligible):
+        return []
+    memory = MEMORY_OPERATIONS if actor.can_write else v1.READ_ONLY_OPERATIONS
+    return [*offer.tools, *memory]
 
 
 def input_schema(operation: Operation) -> dict:

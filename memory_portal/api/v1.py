@@ -136,6 +136,7 @@ DAY = Operation(
 )  # fmt: skip
 RECALL = Operation("memory_recall", "v1-recall", s.RecallIn, s.RecallOut, _recall, _RECALL_HELP)
 OPERATIONS = [SAVE, LIST, ARCHIVE, UNARCHIVE, DAY, RECALL]
+READ_ONLY_OPERATIONS = [LIST, RECALL]  # what a read-only token may do
 
 
 def _perform(request, operation: Operation, args):

@@ -76,20 +76,33 @@ def test_tools_and_schemas_are_those_of_api_tools(mcp_url, run_tokens, kind):
     token = getattr(run_tokens, kind)
     http = api_tools(token)
     listed = list_tools(mcp_url, token)
-    assert [t.name for t in listed] == [t["name"] for t in http] + MEMORY_TOOLS
+    memory = ["memory_list_facts", "memory_recall"] if kind == "readonly" else MEMORY_TOOLS
+    assert [t.name for t in listed] == [t["name"] for t in http] + memory
     by_name = {t.name: t for t in listed}
     for tool in http:
         assert by_name[tool["name"]].input_schema == tool["parameters"], tool["name"]
         assert by_name[tool["name"]].description == tool["description"]
     for operation in v1.OPERATIONS:
-        # The v1 routes' own Pydantic models (their OpenAPI request bodies).
-        assert by_name[operation.name].input_schema == tool_definition(operation)["parameters"]
+        if operation.name in by_name:
+            # The v1 routes' own Pydantic models (their OpenAPI request bodies).
+            schema = tool_definition(operation)["parameters"]
+            assert by_name[operation.name].input_schema == schema
     expected = {
         "writer": 7,
         "reviewer": 3,  # read, search, status
         "readonly": 3,  # no writes
     }
     assert len(http) == expected[kind]
+
+
+def test_no_tools_while_memory_is_off_or_for_an_ineligible_stage(mcp_url, world):
+    implementer = services.token_create(actor=None, run=world.implementer_run)[1]
+    assert api_tools(implementer) == [] and list_tools(mcp_url, implementer) == []
+    writer = services.token_create(actor=None, run=world.run)[1]
+    services.memory_disable(actor=None, project=world.project)
+    assert api_tools(writer) == [] and list_tools(mcp_url, writer) == []
+    refused = refusal(call(mcp_url, writer, "memory_save_fact", {"text": "Off means off."}))
+    assert refused["code"] == "memory_disabled"
 
 
 def test_the_initialize_handshake_works_too(mcp_url, run_tokens):

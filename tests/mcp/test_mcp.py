@@ -303,3 +303,10 @@ def test_only_post_is_served(mcp_url, run_tokens, method):
     response = httpx2.request(method, mcp_url, headers=headers, timeout=10)
     assert response.status_code == 405 and response.headers["allow"] == "POST"
     assert response.json()["error"]["code"] == -32600
+
+
+def test_edge_refusals_on_mcp_are_json_not_html(run_tokens):
+    """The edge middlewares and the failure handler treat /mcp as API (failures.is_api)."""
+    response = DjangoClient().post("/mcp?x=%00", HTTP_AUTHORIZATION=f"Bearer {run_tokens.writer}")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "memory_invalid"

@@ -321,7 +321,9 @@ def run_status(request, project_id: str, run_id: str, body: s.RunStatusIn):
     """Report a run's status and / or current step. Once it leaves `running` the run has
     finished: its token stops working at once (401 `auth_invalid`)."""
     actor, project = _project(request, project_id)
-    services.run_update(actor=actor, run=_run(project, run_id), status=body.status, step=body.step)
+    services.run_update(
+        actor=actor, run=_run(project, run_id), status=body.status, step=body.step
+    )
     return Status(204, None)
 
 

@@ -6,10 +6,12 @@
     memory archive mem_… --reason TEXT
     memory unarchive mem_…
     memory recall [--query TEXT] [--agent agt_…] [--start]
+    memory mcp       (a stdio MCP server forwarding to the portal's /mcp; run tokens)
 
 MEMORY_PORTAL_URL and MEMORY_PORTAL_TOKEN say where and who. Output is a readable table;
 `--json` prints the API's JSON. An API error prints `code: message (hint)` and exits 1.
-Standard library only, so it runs wherever Python does."""
+Standard library only, so it runs wherever Python does — except `memory mcp`, which needs the
+`mcp` package (memory_portal/cli_mcp.py)."""
 
 from __future__ import annotations
 
@@ -209,6 +211,8 @@ def parser() -> argparse.ArgumentParser:
     unarchive = sub.add_parser("unarchive", help="bring an archived memory back")
     unarchive.add_argument("id")
 
+    sub.add_parser("mcp", help="serve the memory tools over MCP on stdin/stdout (run tokens)")
+
     recall = sub.add_parser("recall", help="show what a recall picks, with scores")
     recall.add_argument("--query", help="what to recall for (the current task)")
     recall.add_argument("--agent", help="the agent (people only)")
@@ -266,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if args.command == "mcp":
+        from memory_portal import cli_mcp  # the mcp package, only for this command
+
+        return cli_mcp.main(base_url, token)
     try:
         body, text = run(args, Client(base_url, token))
     except CliError as exc:

@@ -23,13 +23,14 @@ INTERNAL_ERROR = {
 }
 
 
-def _is_api(request) -> bool:
-    return request.path.startswith("/api/")
+def is_api(request) -> bool:
+    """The JSON API (/api/) and the MCP endpoint (/mcp) answer errors in JSON, never HTML."""
+    return request.path.startswith(("/api/", "/mcp/")) or request.path == "/mcp"
 
 
 def refusal_response(request, refusal: MemoryPortalError) -> HttpResponse:
     """A retryable refusal (status 503 and a Retry-After) for either transport."""
-    if _is_api(request):
+    if is_api(request):
         response: HttpResponse = JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
     else:
         # A standalone page: rendering it touches neither the session nor the database.
@@ -53,7 +54,7 @@ def failure_response(request, exc: BaseException | None, *, log: bool = False) -
             "%s on %s %s (%s)", refusal.code, request.method, request.path, type(exc).__name__
         )
         return refusal_response(request, refusal)
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse({"error": INTERNAL_ERROR}, status=CODES["internal_error"].status)
     return HttpResponse(render_to_string("errors/500.html"), status=500)
 

@@ -255,6 +255,8 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "filters": ["redact_secrets"]},
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # The MCP SDK logs messages (request bodies, so note text) at INFO and DEBUG.
+    "loggers": {"mcp": {"level": "WARNING"}},
 }
 
 # --- Memory Portal domain settings --------------------------------------------------------------

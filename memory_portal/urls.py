@@ -1,10 +1,11 @@
-"""URL map: the dashboard at /, the JSON API under /api/."""
+"""URL map: the dashboard at /, the JSON API under /api/, the MCP server at /mcp."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from memory_portal.api.api import api, unknown_route
+from memory_portal.api.mcp_server import mcp_view
 from memory_portal.dashboard import views as dashboard_views
 
 handler500 = "memory_portal.failures.server_error"
@@ -16,5 +17,7 @@ urlpatterns = [
     # The API never reads the session cookie, so CSRF cannot apply under /api/: a write to a
     # route that does not exist is a JSON 404, as the router's own routes are exempt too.
     re_path(r"^api/(?P<rest>.*)$", csrf_exempt(unknown_route)),
+    # The MCP server (Streamable HTTP): the same tools for MCP clients, run-token auth.
+    path("mcp", mcp_view, name="mcp"),
     path("", include("memory_portal.dashboard.urls")),
 ]

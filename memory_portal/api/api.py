@@ -14,6 +14,7 @@ from memory_portal.memory.errors import CODES, MemoryPortalError
 
 from .admin import router as admin_router
 from .auth import BearerAuth
+from .calls import invalid_input
 from .tools import router as tools_router
 from .tracing import record_rejected_call
 from .v1 import router as v1_router
@@ -59,33 +60,11 @@ def on_refusal(request, exc: MemoryPortalError):
     return JsonResponse({"error": exc.as_dict()}, status=exc.status)
 
 
-def _field(loc) -> str:
-    """ninja's location is (source, parameter, *path inside it): the field as the client sent
-    it (a field may itself be called `query` or `path`)."""
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in {"body", "query", "path", "header", "cookie", "form"}:
-        parts = parts[1:]
-    if len(parts) > 1 and parts[0] in {"body", "payload", "filters", "page"}:
-        parts = parts[1:]
-    return ".".join(parts) or "body"
-
-
 @api.exception_handler(ValidationError)
 def on_invalid(request, exc: ValidationError):
-    first = exc.errors[0] if exc.errors else {}
-    field = _field(first.get("loc", ()))
-    kind = first.get("type", "")
-    if kind == "extra_forbidden":
-        message = f"{field} is not an argument of this call."
-        hint = "Project, application, run, author and trust come from the token; drop the field."
-    elif kind == "missing":
-        message = f"{field} is required."
-        hint = "Add the field and retry."
-    else:
-        message = f"{field}: {first.get('msg', 'invalid value')}."
-        hint = "Fix the named field and retry."
+    refusal = invalid_input(exc.errors)
     record_rejected_call(request, "memory_invalid")
-    return error_response("memory_invalid", message, hint=hint, field=field)
+    return error_response("memory_invalid", refusal.message, hint=refusal.hint, field=refusal.field)
 
 
 @api.exception_handler(AuthenticationError)

@@ -47,7 +47,11 @@ def person(request) -> Actor:
 
 
 def agent(request) -> Actor:
-    actor: Actor = request.auth
+    return agent_only(request.auth)
+
+
+def agent_only(actor: Actor) -> Actor:
+    """The calling agent run; people's tokens get memory_tool_forbidden."""
     if not actor.is_agent:
         raise MemoryPortalError(
             "memory_tool_forbidden",

@@ -12,6 +12,8 @@ from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.loader import render_to_string
 
+from memory_portal.failures import is_api
+
 STATUS_CODES = {405: "method_not_allowed", 404: "not_found", 400: "memory_invalid"}
 
 
@@ -61,7 +63,7 @@ class RejectNulMiddleware:
         if "\x00" in request.path or any(
             "\x00" in value for values in request.GET.lists() for value in values[1]
         ):
-            if request.path.startswith("/api/"):
+            if is_api(request):
                 return JsonResponse(
                     {
                         "error": {
@@ -138,7 +140,7 @@ class RequestSizeLimitMiddleware:
     @staticmethod
     def refuse(request, limit: int) -> HttpResponse:
         message = f"The request body is larger than {limit:,} bytes, the most this server reads."
-        if request.path.startswith("/api/"):
+        if is_api(request):
             return JsonResponse(
                 {
                     "error": {

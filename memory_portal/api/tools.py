@@ -18,91 +18,17 @@ from memory_portal.memory.models import Target
 
 from . import schemas as s
 from . import serializers
-from .auth import agent
+from .auth import agent_only
+from .calls import HTTP, Operation, perform
 from .schemas import responses
-from .tracing import traced
 
 router = Router(tags=["agent tools"])
 
 
 @dataclass(frozen=True)
-class Tool:
-    name: str
-    trace: str
-    args: type[s.Strict]
-    description: str
-    writes: bool
-    for_reviewers: bool
-
-
-TOOLS = [
-    Tool(
-        "memory_write",
-        "write",
-        s.MemoryWriteArgs,
-        "Save a note (fact, lesson, decision or navigation) to project memory. It is stored at "
-        "once as `learned` (unverified) and its id is readable immediately. Repeating an "
-        "identical write returns the same id. Never store secrets.",
-        writes=True,
-        for_reviewers=False,
-    ),
-    Tool(
-        "memory_read",
-        "read",
-        s.MemoryReadArgs,
-        "Read one note by id, or a page of long_term notes, a daily log (date), the list of "
-        "daily dates, or your recoverable forgotten notes. Each entry carries trust, creator "
-        "stage/agent, origin run/step and producer status: verify consequential claims.",
-        writes=False,
-        for_reviewers=True,
-    ),
-    Tool(
-        "memory_search",
-        "search",
-        s.MemorySearchArgs,
-        "Full-text search of the memory you can see; optional kind, target, date. Pages of "
-        "1–5 entries; continue at nextOffset.",
-        writes=False,
-        for_reviewers=True,
-    ),
-    Tool(
-        "memory_status",
-        "status",
-        s.MemoryStatusArgs,
-        "Whether memory is enabled, how many notes you can see, your access mode "
-        "(learned/reviewed), the revision and a fingerprint of what you can see.",
-        writes=False,
-        for_reviewers=True,
-    ),
-    Tool(
-        "memory_forget",
-        "forget",
-        s.MemoryForgetArgs,
-        "Forget a learned note by id; returns a recoveryId for memory_restore. Reviewed or "
-        "rejected notes cannot be changed by an agent.",
-        writes=True,
-        for_reviewers=False,
-    ),
-    Tool(
-        "memory_restore",
-        "restore",
-        s.MemoryRestoreArgs,
-        "Restore a forgotten learned note with its recoveryId.",
-        writes=True,
-        for_reviewers=False,
-    ),
-    Tool(
-        "scratchpad",
-        "scratchpad",
-        s.ScratchpadArgs,
-        "Your top-level run's shared to-do list: list (pages; continue at nextOffset), add "
-        "(text → itemId), done / undo (itemId), clear (removes completed items). Not shared "
-        "with later runs.",
-        writes=True,
-        for_reviewers=False,
-    ),
-]
-TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
+class Tool(Operation):
+    writes: bool = False
+    for_reviewers: bool = False
 
 
 def _inline_refs(schema: dict) -> dict:
@@ -141,7 +67,22 @@ def offered_tools(actor: Actor) -> list[Tool]:
     return list(TOOLS)
 
 
+@dataclass(frozen=True)
+class Offer:
+    enabled: bool
+    eligible: bool
+    tools: list[Tool]
+
+
+def tools_offer(actor: Actor) -> Offer:
+    """What GET /api/tools (and /mcp's tools/list) offers this run now."""
+    enabled = selectors.setting_get(project=actor.run.project).enabled
+    eligible = actor.run.agent.is_eligible
+    return Offer(enabled, eligible, offered_tools(actor) if (enabled and eligible) else [])
+
+
 def _gate(actor: Actor, tool: Tool) -> None:
+    agent_only(actor)
     setting = selectors.setting_get(project=actor.run.project)
     check_agent_gate(actor, setting, write=False)
     if tool not in offered_tools(actor):
@@ -152,59 +93,21 @@ def _gate(actor: Actor, tool: Tool) -> None:
         )
 
 
-def _call(request, name: str, body: s.Strict, handler):
-    actor = agent(request)
-    tool = TOOLS_BY_NAME[name]
-    with traced(actor, tool.trace):
-        _gate(actor, tool)
-        return handler(actor, body)
+def _call(request, name: str, body: s.Strict):
+    return perform(TOOLS_BY_NAME[name], actor=request.auth, arguments=body, transport=HTTP)
 
 
 @router.get("", response=responses({200: s.ToolsOut}), url_name="tools")
 def list_tools(request):
     """The tool definitions this run may use now (JSON Schema of each tool's arguments)."""
-    actor = agent(request)
-    setting = selectors.setting_get(project=actor.run.project)
-    eligible = actor.run.agent.is_eligible
-    enabled = setting.enabled
-    tools = offered_tools(actor) if (enabled and eligible) else []
+    actor = agent_only(request.auth)
+    offer = tools_offer(actor)
     return {
-        "enabled": enabled,
-        "eligible": eligible,
+        "enabled": offer.enabled,
+        "eligible": offer.eligible,
         "accessMode": "reviewed" if actor.run.agent.is_reviewer else "learned",
-        "tools": [tool_definition(t) for t in tools],
+        "tools": [tool_definition(t) for t in offer.tools],
     }
-
-
-# --- memory_write ---------------------------------------------------------------------------
-
-
-@router.post("/memory_write", response=responses({200: s.WriteOut}), url_name="tool-write")
-def memory_write(request, body: s.MemoryWriteArgs):
-    def handle(actor: Actor, args: s.MemoryWriteArgs):
-        result = services.note_write(
-            actor=actor,
-            kind=args.kind,
-            content=args.content,
-            target=args.target,
-            scope=args.scope,
-            summary=args.summary,
-            tags=args.tags,
-            day=args.date,
-            evidence=args.evidence.model_dump() if args.evidence else None,
-        )
-        note = result.note
-        return {
-            "id": note.id,
-            "trust": note.trust,
-            "status": note.status,
-            "created": result.created,
-        }
-
-    return _call(request, "memory_write", body, handle)
-
-
-# --- memory_read ----------------------------------------------------------------------------
 
 
 def _page_of(
@@ -221,135 +124,205 @@ def _with_relations(qs):
     return qs.select_related("origin_run", "evidence_repository")
 
 
+# --- The tools' functions (one per tool, whatever the transport) ---------------------------
+
+
+def _write(actor: Actor, args: s.MemoryWriteArgs):
+    result = services.note_write(
+        actor=actor,
+        kind=args.kind,
+        content=args.content,
+        target=args.target,
+        scope=args.scope,
+        summary=args.summary,
+        tags=args.tags,
+        day=args.date,
+        evidence=args.evidence.model_dump() if args.evidence else None,
+    )
+    note = result.note
+    return {
+        "id": note.id,
+        "trust": note.trust,
+        "status": note.status,
+        "created": result.created,
+    }
+
+
+def _read(actor: Actor, args: s.MemoryReadArgs):
+    if args.id and args.target:
+        raise invalid("target", "Give either id or target, not both.")
+    if args.id:
+        note = selectors.note_get(actor=actor, note_id=args.id)
+        return {"entries": [serializers.entry(note)], "nextOffset": None}
+    target = args.target or "long_term"
+    if target == "recoveries":
+        qs = selectors.recoveries_for_actor(actor=actor).order_by("-created_at", "id")
+        return _page_of(qs, offset=args.offset, limit=args.limit, render=serializers.recovery_entry)
+    notes = selectors.notes_for_actor(actor=actor)
+    if args.kind:
+        notes = notes.filter(kind=args.kind)
+    if target == "list":
+        # One query: each date with its count (a GROUP BY, not a count per date).
+        rows = list(
+            notes.filter(target=Target.DAILY)
+            .values("day")
+            .annotate(count=Count("id"))
+            .order_by("-day")[args.offset : args.offset + args.limit + 1]
+        )
+        more = len(rows) > args.limit
+        return {
+            "dates": [{"date": r["day"], "count": r["count"]} for r in rows[: args.limit]],
+            "nextOffset": args.offset + args.limit if more else None,
+        }
+    if target == "daily":
+        day = args.date or timezone.now().date()
+        qs = notes.filter(target=Target.DAILY, day=day).order_by("created_at", "id")
+    else:
+        if args.date:
+            raise invalid("date", "date applies to target daily.")
+        qs = notes.filter(target=Target.LONG_TERM).order_by("-created_at", "-id")
+    return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
+
+
+def _search(actor: Actor, args: s.MemorySearchArgs):
+    qs = selectors.notes_search(
+        actor=actor, query=args.query, kind=args.kind, target=args.target, day=args.date
+    )
+    return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
+
+
+def _status(actor: Actor, args: s.MemoryStatusArgs):
+    status = selectors.memory_status(actor=actor)
+    return {
+        "enabled": status.enabled,
+        "noteCount": status.note_count,
+        "accessMode": status.access_mode,
+        "revision": status.revision,
+        "fingerprint": status.fingerprint,
+    }
+
+
+def _forget(actor: Actor, args: s.MemoryForgetArgs):
+    recovery = services.note_forget(actor=actor, note_id=args.id)
+    return {"recoveryId": recovery.id, "id": recovery.note_id}
+
+
+def _restore(actor: Actor, args: s.MemoryRestoreArgs):
+    note = services.note_restore(actor=actor, recovery_id=args.recoveryId)
+    return {"id": note.id, "status": note.status}
+
+
+def _scratchpad(actor: Actor, args: s.ScratchpadArgs):
+    if args.action in {"add"} and args.itemId:
+        raise invalid("itemId", "add takes text, not itemId.")
+    if args.action in {"done", "undo"} and not args.itemId:
+        raise invalid("itemId", f"{args.action} needs itemId.")
+    if args.action != "list" and (args.limit is not None or args.offset is not None):
+        raise invalid("offset", "limit and offset apply to action list only.")
+    if args.action == "list":
+        limit = args.limit or s.SCRATCHPAD_PAGE_DEFAULT
+        return _page_of(
+            selectors.scratchpad_items(actor=actor),
+            offset=args.offset or 0,
+            limit=limit,
+            render=serializers.scratchpad_item,
+            key="items",
+        )
+    if args.action == "add":
+        if args.text is None:
+            raise invalid("text", "add needs text.")
+        item = services.scratchpad_add(actor=actor, text=args.text)
+        return {"itemId": item.id, "done": item.done}
+    if args.action == "done":
+        item = services.scratchpad_done(actor=actor, item_id=args.itemId)
+        return {"itemId": item.id, "done": item.done}
+    if args.action == "undo":
+        item = services.scratchpad_undo(actor=actor, item_id=args.itemId)
+        return {"itemId": item.id, "done": item.done}
+    return {"removed": services.scratchpad_clear(actor=actor)}
+
+
+# --- The tools, and their HTTP routes --------------------------------------------------------
+
+DESCRIPTIONS = {
+    "memory_write": (
+        "Save a note (fact, lesson, decision or navigation) to project memory. It is stored at "
+        "once as `learned` (unverified) and its id is readable immediately. Repeating an "
+        "identical write returns the same id. Never store secrets."
+    ),
+    "memory_read": (
+        "Read one note by id, or a page of long_term notes, a daily log (date), the list of "
+        "daily dates, or your recoverable forgotten notes. Each entry carries trust, creator "
+        "stage/agent, origin run/step and producer status: verify consequential claims."
+    ),
+    "memory_search": (
+        "Full-text search of the memory you can see; optional kind, target, date. Pages of "
+        "1–5 entries; continue at nextOffset."
+    ),
+    "memory_status": (
+        "Whether memory is enabled, how many notes you can see, your access mode "
+        "(learned/reviewed), the revision and a fingerprint of what you can see."
+    ),
+    "memory_forget": (
+        "Forget a learned note by id; returns a recoveryId for memory_restore. Reviewed or "
+        "rejected notes cannot be changed by an agent."
+    ),
+    "memory_restore": "Restore a forgotten learned note with its recoveryId.",
+    "scratchpad": (
+        "Your top-level run's shared to-do list: list (pages; continue at nextOffset), add "
+        "(text → itemId), done / undo (itemId), clear (removes completed items). Not shared "
+        "with later runs."
+    ),
+}
+# name, trace name, arguments, answer, function; who is offered it.
+_TABLE = [
+    ("memory_write", "write", s.MemoryWriteArgs, s.WriteOut, _write, True, False),
+    ("memory_read", "read", s.MemoryReadArgs, s.PageOut | s.DatesOut, _read, False, True),
+    ("memory_search", "search", s.MemorySearchArgs, s.PageOut, _search, False, True),
+    ("memory_status", "status", s.MemoryStatusArgs, s.StatusOut, _status, False, True),
+    ("memory_forget", "forget", s.MemoryForgetArgs, s.ForgetOut, _forget, True, False),
+    ("memory_restore", "restore", s.MemoryRestoreArgs, s.RestoreOut, _restore, True, False),
+    ("scratchpad", "scratchpad", s.ScratchpadArgs, s.ScratchpadOut, _scratchpad, True, False),
+]
+TOOLS = [
+    Tool(name, trace, args, out, fn, DESCRIPTIONS[name], _gate, writes, for_reviewers)
+    for name, trace, args, out, fn, writes, for_reviewers in _TABLE
+]
+TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+@router.post("/memory_write", response=responses({200: s.WriteOut}), url_name="tool-write")
+def memory_write(request, body: s.MemoryWriteArgs):
+    return _call(request, "memory_write", body)
+
+
 @router.post(
     "/memory_read", response=responses({200: s.PageOut | s.DatesOut}), url_name="tool-read"
 )
 def memory_read(request, body: s.MemoryReadArgs):
-    def handle(actor: Actor, args: s.MemoryReadArgs):
-        if args.id and args.target:
-            raise invalid("target", "Give either id or target, not both.")
-        if args.id:
-            note = selectors.note_get(actor=actor, note_id=args.id)
-            return {"entries": [serializers.entry(note)], "nextOffset": None}
-        target = args.target or "long_term"
-        if target == "recoveries":
-            qs = selectors.recoveries_for_actor(actor=actor).order_by("-created_at", "id")
-            return _page_of(
-                qs, offset=args.offset, limit=args.limit, render=serializers.recovery_entry
-            )
-        notes = selectors.notes_for_actor(actor=actor)
-        if args.kind:
-            notes = notes.filter(kind=args.kind)
-        if target == "list":
-            # One query: each date with its count (a GROUP BY, not a count per date).
-            rows = list(
-                notes.filter(target=Target.DAILY)
-                .values("day")
-                .annotate(count=Count("id"))
-                .order_by("-day")[args.offset : args.offset + args.limit + 1]
-            )
-            more = len(rows) > args.limit
-            return {
-                "dates": [{"date": r["day"], "count": r["count"]} for r in rows[: args.limit]],
-                "nextOffset": args.offset + args.limit if more else None,
-            }
-        if target == "daily":
-            day = args.date or timezone.now().date()
-            qs = notes.filter(target=Target.DAILY, day=day).order_by("created_at", "id")
-        else:
-            if args.date:
-                raise invalid("date", "date applies to target daily.")
-            qs = notes.filter(target=Target.LONG_TERM).order_by("-created_at", "-id")
-        return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
-
-    return _call(request, "memory_read", body, handle)
-
-
-# --- memory_search --------------------------------------------------------------------------
+    return _call(request, "memory_read", body)
 
 
 @router.post("/memory_search", response=responses({200: s.PageOut}), url_name="tool-search")
 def memory_search(request, body: s.MemorySearchArgs):
-    def handle(actor: Actor, args: s.MemorySearchArgs):
-        qs = selectors.notes_search(
-            actor=actor, query=args.query, kind=args.kind, target=args.target, day=args.date
-        )
-        return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
-
-    return _call(request, "memory_search", body, handle)
-
-
-# --- memory_status --------------------------------------------------------------------------
+    return _call(request, "memory_search", body)
 
 
 @router.post("/memory_status", response=responses({200: s.StatusOut}), url_name="tool-status")
 def memory_status(request, body: s.MemoryStatusArgs):
-    def handle(actor: Actor, args: s.MemoryStatusArgs):
-        status = selectors.memory_status(actor=actor)
-        return {
-            "enabled": status.enabled,
-            "noteCount": status.note_count,
-            "accessMode": status.access_mode,
-            "revision": status.revision,
-            "fingerprint": status.fingerprint,
-        }
-
-    return _call(request, "memory_status", body, handle)
-
-
-# --- memory_forget / memory_restore ---------------------------------------------------------
+    return _call(request, "memory_status", body)
 
 
 @router.post("/memory_forget", response=responses({200: s.ForgetOut}), url_name="tool-forget")
 def memory_forget(request, body: s.MemoryForgetArgs):
-    def handle(actor: Actor, args: s.MemoryForgetArgs):
-        recovery = services.note_forget(actor=actor, note_id=args.id)
-        return {"recoveryId": recovery.id, "id": recovery.note_id}
-
-    return _call(request, "memory_forget", body, handle)
+    return _call(request, "memory_forget", body)
 
 
 @router.post("/memory_restore", response=responses({200: s.RestoreOut}), url_name="tool-restore")
 def memory_restore(request, body: s.MemoryRestoreArgs):
-    def handle(actor: Actor, args: s.MemoryRestoreArgs):
-        note = services.note_restore(actor=actor, recovery_id=args.recoveryId)
-        return {"id": note.id, "status": note.status}
-
-    return _call(request, "memory_restore", body, handle)
-
-
-# --- scratchpad -----------------------------------------------------------------------------
+    return _call(request, "memory_restore", body)
 
 
 @router.post("/scratchpad", response=responses({200: s.ScratchpadOut}), url_name="tool-scratchpad")
 def scratchpad(request, body: s.ScratchpadArgs):
-    def handle(actor: Actor, args: s.ScratchpadArgs):
-        if args.action in {"add"} and args.itemId:
-            raise invalid("itemId", "add takes text, not itemId.")
-        if args.action in {"done", "undo"} and not args.itemId:
-            raise invalid("itemId", f"{args.action} needs itemId.")
-        if args.action != "list" and (args.limit is not None or args.offset is not None):
-            raise invalid("offset", "limit and offset apply to action list only.")
-        if args.action == "list":
-            limit = args.limit or s.SCRATCHPAD_PAGE_DEFAULT
-            return _page_of(
-                selectors.scratchpad_items(actor=actor),
-                offset=args.offset or 0,
-                limit=limit,
-                render=serializers.scratchpad_item,
-                key="items",
-            )
-        if args.action == "add":
-            if args.text is None:
-                raise invalid("text", "add needs text.")
-            item = services.scratchpad_add(actor=actor, text=args.text)
-            return {"itemId": item.id, "done": item.done}
-        if args.action == "done":
-            item = services.scratchpad_done(actor=actor, item_id=args.itemId)
-            return {"itemId": item.id, "done": item.done}
-        if args.action == "undo":
-            item = services.scratchpad_undo(actor=actor, item_id=args.itemId)
-            return {"itemId": item.id, "done": item.done}
-        return {"removed": services.scratchpad_clear(actor=actor)}
-
-    return _call(request, "scratchpad", body, handle)
+    return _call(request, "scratchpad", body)

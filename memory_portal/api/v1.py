@@ -14,8 +14,8 @@ from memory_portal.memory.models import Kind, Scope
 
 from . import schemas as s
 from . import serializers
+from .calls import HTTP, Operation, perform
 from .schemas import responses
-from .tracing import traced
 
 router = Router(tags=["agent memory v1"])
 
@@ -23,7 +23,7 @@ LIST_DEFAULT = 100
 LIST_MAX = 500
 
 
-def _gate_agent(actor: Actor) -> None:
+def _gate_agent(actor: Actor, operation: Operation) -> None:
     if actor.is_agent:
         from memory_portal.memory.access import check_agent_gate
 
@@ -38,32 +38,6 @@ def _own_memory(actor: Actor, memory_id: str):
     return note
 
 
-@router.post("/memories", response=responses({201: s.MemoryOut}), url_name="v1-save")
-def save(request, body: s.MemorySaveIn):
-    """Save a fact. Expires 90 days after the save unless expiresAt says otherwise."""
-    actor: Actor = request.auth  # a read-only token's changes are refused by the services
-    with traced(actor, "v1-save"):
-        _gate_agent(actor)
-        result = services.fact_save(
-            actor=actor,
-            text=body.text,
-            agent_id=body.agentId,
-            expires_at=body.expiresAt,
-            supersedes=body.supersedes,
-        )
-    return Status(201, serializers.memory(result.note))
-
-
-@router.post("/memories/day", response=responses({201: s.MemoryOut}), url_name="v1-day")
-def day(request, body: s.DayIn):
-    """Append a line to the caller's day log for today (UTC). Agents only."""
-    actor: Actor = request.auth  # a read-only token's changes are refused by the services
-    with traced(actor, "v1-day"):
-        _gate_agent(actor)
-        row = services.day_append(actor=actor, line=body.line)
-    return Status(201, serializers.memory(row))
-
-
 class ListQuery(Schema):
     agentId: str | None = None
     kind: str | None = Field(None, pattern="^(fact|day)$")
@@ -71,30 +45,38 @@ class ListQuery(Schema):
     limit: int = Field(LIST_DEFAULT, ge=1, le=LIST_MAX)
 
 
-@router.get("/memories", response=responses({200: s.MemoryListOut}), url_name="v1-list")
-def list_memories(request, filters: Query[ListQuery]):
-    """List memories, newest first: active ones by default, `status=archived` or `all`."""
-    actor: Actor = request.auth  # a read-only token's changes are refused by the services
-    with traced(actor, "v1-list"):
-        _gate_agent(actor)
-        qs = selectors.memories_for_actor(
-            actor=actor,
-            agent_id=filters.agentId,
-            kind=filters.kind,
-            status=None if filters.status == "all" else filters.status,
-        )
-        rows = list(qs[: filters.limit])
-    return {"object": "list", "data": [serializers.memory(n) for n in rows]}
+# --- The operations (HTTP routes below; MCP tools in mcp_server.py) -------------------------
 
 
-@router.post("/memories/recall", response=responses({200: s.RecallOut}), url_name="v1-recall")
-def recall(request, body: s.RecallIn):
-    """Recall on demand (or at the start of a run with `start: true`)."""
-    actor: Actor = request.auth  # a read-only token's changes are refused by the services
-    with traced(actor, "v1-recall"):
-        result = recall_module.recall(
-            actor=actor, query=body.query, agent_id=body.agentId, start=body.start
-        )
+def _save(actor: Actor, args: s.MemorySaveIn) -> dict:
+    result = services.fact_save(
+        actor=actor,
+        text=args.text,
+        agent_id=args.agentId,
+        expires_at=args.expiresAt,
+        supersedes=args.supersedes,
+    )
+    return serializers.memory(result.note)
+
+
+def _day(actor: Actor, args: s.DayIn) -> dict:
+    return serializers.memory(services.day_append(actor=actor, line=args.line))
+
+
+def _list(actor: Actor, args: ListQuery) -> dict:
+    qs = selectors.memories_for_actor(
+        actor=actor,
+        agent_id=args.agentId,
+        kind=args.kind,
+        status=None if args.status == "all" else args.status,
+    )
+    return {"object": "list", "data": [serializers.memory(n) for n in qs[: args.limit]]}
+
+
+def _recall(actor: Actor, args: s.RecallIn) -> dict:
+    result = recall_module.recall(
+        actor=actor, query=args.query, agent_id=args.agentId, start=args.start
+    )
     return {
         "object": "recall",
         "agentId": result.agent.id,
@@ -107,16 +89,90 @@ def recall(request, body: s.RecallIn):
     }
 
 
+def _archive(actor: Actor, args: s.MemoryArchiveArgs) -> dict:
+    note = _own_memory(actor, args.id)
+    return serializers.memory(
+        services.note_archive(actor=actor, note_id=note.id, reason=args.reason)
+    )
+
+
+def _unarchive(actor: Actor, args: s.MemoryIdArgs) -> dict:
+    note = _own_memory(actor, args.id)
+    return serializers.memory(services.note_unarchive(actor=actor, note_id=note.id))
+
+
+_SAVE_HELP = (
+    "Save a fact to your own agent memory (recalled in later runs). It expires 90 days after "
+    "the save unless expiresAt says otherwise; supersedes replaces an older fact."
+)
+_LIST_HELP = (
+    "List your own memories (facts and day logs), newest first: active ones by default, status "
+    "archived or all; kind fact or day."
+)
+_RECALL_HELP = (
+    "Recall the facts that matter for a query (or, with start true and no query, for this run's "
+    "task) and today's day log, as a ready `--- MEMORY ---` block."
+)
+_ARCHIVE_HELP = "Archive one of your memories by id, with a reason; it is no longer recalled."
+# As MCP tools: name, trace name, arguments, answer, function, description, gate. Recall has
+# no gate of its own: it answers `skipped` where memory is off.
+SAVE = Operation(
+    "memory_save_fact", "v1-save", s.MemorySaveIn, s.MemoryOut, _save, _SAVE_HELP, _gate_agent
+)
+LIST = Operation(
+    "memory_list_facts", "v1-list", ListQuery, s.MemoryListOut, _list, _LIST_HELP, _gate_agent
+)
+ARCHIVE = Operation(
+    "memory_archive", "v1-archive", s.MemoryArchiveArgs, s.MemoryOut, _archive, _ARCHIVE_HELP,
+    _gate_agent,
+)  # fmt: skip
+UNARCHIVE = Operation(
+    "memory_unarchive", "v1-unarchive", s.MemoryIdArgs, s.MemoryOut, _unarchive,
+    "Bring an archived memory of yours back by id.", _gate_agent,
+)  # fmt: skip
+DAY = Operation(
+    "memory_append_day", "v1-day", s.DayIn, s.MemoryOut, _day,
+    "Append one line to your day log for today (UTC).", _gate_agent,
+)  # fmt: skip
+RECALL = Operation("memory_recall", "v1-recall", s.RecallIn, s.RecallOut, _recall, _RECALL_HELP)
+OPERATIONS = [SAVE, LIST, ARCHIVE, UNARCHIVE, DAY, RECALL]
+READ_ONLY_OPERATIONS = [LIST, RECALL]  # what a read-only token may do
+
+
+def _perform(request, operation: Operation, args):
+    return perform(operation, actor=request.auth, arguments=args, transport=HTTP)
+
+
+@router.post("/memories", response=responses({201: s.MemoryOut}), url_name="v1-save")
+def save(request, body: s.MemorySaveIn):
+    """Save a fact. Expires 90 days after the save unless expiresAt says otherwise."""
+    return Status(201, _perform(request, SAVE, body))
+
+
+@router.post("/memories/day", response=responses({201: s.MemoryOut}), url_name="v1-day")
+def day(request, body: s.DayIn):
+    """Append a line to the caller's day log for today (UTC). Agents only."""
+    return Status(201, _perform(request, DAY, body))
+
+
+@router.get("/memories", response=responses({200: s.MemoryListOut}), url_name="v1-list")
+def list_memories(request, filters: Query[ListQuery]):
+    """List memories, newest first: active ones by default, `status=archived` or `all`."""
+    return _perform(request, LIST, filters)
+
+
+@router.post("/memories/recall", response=responses({200: s.RecallOut}), url_name="v1-recall")
+def recall(request, body: s.RecallIn):
+    """Recall on demand (or at the start of a run with `start: true`)."""
+    return _perform(request, RECALL, body)
+
+
 @router.post(
     "/memories/{memory_id}/archive", response=responses({200: s.MemoryOut}), url_name="v1-archive"
 )
 def archive(request, memory_id: str, body: s.ArchiveIn):
-    actor: Actor = request.auth  # a read-only token's changes are refused by the services
-    with traced(actor, "v1-archive"):
-        _gate_agent(actor)
-        note = _own_memory(actor, memory_id)
-        note = services.note_archive(actor=actor, note_id=note.id, reason=body.reason)
-    return serializers.memory(note)
+    args = s.MemoryArchiveArgs.model_construct(id=memory_id, reason=body.reason)
+    return _perform(request, ARCHIVE, args)
 
 
 @router.post(
@@ -125,9 +181,4 @@ def archive(request, memory_id: str, body: s.ArchiveIn):
     url_name="v1-unarchive",
 )
 def unarchive(request, memory_id: str):
-    actor: Actor = request.auth  # a read-only token's changes are refused by the services
-    with traced(actor, "v1-unarchive"):
-        _gate_agent(actor)
-        note = _own_memory(actor, memory_id)
-        note = services.note_unarchive(actor=actor, note_id=note.id)
-    return serializers.memory(note)
+    return _perform(request, UNARCHIVE, s.MemoryIdArgs.model_construct(id=memory_id))

@@ -208,6 +208,14 @@ class ArchiveIn(Strict):
     reason: str = Field(min_length=1, max_length=ARCHIVE_REASON_MAX)
 
 
+class MemoryIdArgs(Strict):
+    id: str = Field(description="The mem_ id of one of your memories.")
+
+
+class MemoryArchiveArgs(MemoryIdArgs):
+    reason: str = Field(min_length=1, max_length=ARCHIVE_REASON_MAX)
+
+
 # --- Admin ------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,107 @@
+"""The one call path of an agent-facing operation, whatever the transport (HTTP tools, v1
+routes, MCP): trace (the run's call budget and one trace row per outcome), gate, then the
+service — so limits, trace rows and refusals cannot drift apart between transports.
+
+Authentication happens at each transport's edge (the bearer token, before anything else) and
+each transport maps a refusal to its own shape once: the JSON envelope under /api/, an MCP
+tool result with isError under /mcp."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ninja.responses import NinjaJSONEncoder
+from pydantic import BaseModel, TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.errors import MemoryPortalError
+
+from .tracing import traced
+
+HTTP = "http"
+MCP = "mcp"
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An agent-facing operation: its name (the tool name), its trace name, the Pydantic model
+    of its arguments, its answer's type and the function that does it. `gate` refuses a
+    caller before the function runs (the tools' offer, the agent gate of v1 routes)."""
+
+    name: str
+    trace: str
+    args: type[BaseModel]
+    returns: Any
+    function: Callable[[Actor, Any], Any]
+    description: str
+    gate: Callable[[Actor, Operation], None] | None = None
+
+    def trace_name(self, transport: str) -> str:
+        """The trace row's tool: MCP calls are counted apart (`mcp:write`) on the run page."""
+        return self.trace if transport == HTTP else f"{transport}:{self.trace}"
+
+
+def field_of(loc: Sequence[Any]) -> str:
+    """A validation error's field as the client sent it. ninja's location is (source,
+    parameter, *path inside it); a field may itself be called `query` or `path`."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in {"body", "query", "path", "header", "cookie", "form"}:
+        parts = parts[1:]
+    if len(parts) > 1 and parts[0] in {"body", "payload", "filters", "page"}:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def invalid_input(errors: Sequence[dict]) -> MemoryPortalError:
+    """The memory_invalid refusal for the first of a validation's errors (every transport)."""
+    first = errors[0] if errors else {}
+    field = field_of(first.get("loc", ()))
+    kind = first.get("type", "")
+    if kind == "extra_forbidden":
+        message = f"{field} is not an argument of this call."
+        hint = "Project, application, run, author and trust come from the token; drop the field."
+    elif kind == "missing":
+        message = f"{field} is required."
+        hint = "Add the field and retry."
+    else:
+        message = f"{field}: {first.get('msg', 'invalid value')}."
+        hint = "Fix the named field and retry."
+    return MemoryPortalError("memory_invalid", message, hint=hint, field=field)
+
+
+def parse(operation: Operation, arguments: dict | None) -> BaseModel:
+    try:
+        return operation.args.model_validate(arguments or {})
+    except PydanticValidationError as exc:
+        # As a body under /api/: the location starts with the source, like ninja's.
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]
+        raise invalid_input(errors) from None
+
+
+def perform(
+    operation: Operation, *, actor: Actor, arguments: BaseModel | dict | None, transport: str
+) -> Any:
+    """Trace → parse (raw arguments only) → gate → service. Refusals are raised as
+    MemoryPortalError for the transport to map; the trace row has been written by then."""
+    with traced(actor, operation.trace_name(transport)):
+        args = arguments if isinstance(arguments, operation.args) else parse(operation, arguments)
+        if operation.gate is not None:
+            operation.gate(actor, operation)
+        return operation.function(actor, args)
+
+
+_ADAPTERS: dict[int, TypeAdapter] = {}
+
+
+def as_json(operation: Operation, result: Any) -> str:
+    """The answer as the HTTP route renders it: validated against the same response type,
+    encoded by the same JSON encoder (times to the millisecond, UTF-8 unescaped)."""
+    adapter = _ADAPTERS.get(id(operation.returns))
+    if adapter is None:
+        adapter = _ADAPTERS[id(operation.returns)] = TypeAdapter(operation.returns)
+    answer = adapter.dump_python(adapter.validate_python(result))
+    return json.dumps(answer, cls=NinjaJSONEncoder, ensure_ascii=False)

@@ -1,0 +1,247 @@
+"""`/mcp`: the agent tools and the agent-memory operations as an MCP server (Streamable HTTP,
+stateless, JSON responses), on the official `mcp` SDK's low-level server.
+
+The run's bearer token is checked before any MCP session starts (401 in the API's envelope).
+Each tool call goes through the same call path as its HTTP route (api/calls.py): the same
+trace rows (counted apart as `mcp:<tool>`), limits, services and refusals; a refusal is a tool
+result with isError whose text is the JSON `{"code", "message", "hint"}`. The SDK runs on
+an event loop of its own per request (async_to_sync); every database access is sent back to
+the request's thread (sync_to_async, thread_sensitive), where Django's connection lives."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import anyio
+import mcp_types as types
+from asgiref.sync import async_to_sync, sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from memory_portal.failures import INTERNAL_ERROR
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.errors import MemoryPortalError, retryable
+
+from . import tools as http_tools
+from . import v1
+from .auth import BearerAuth, agent_only
+from .calls import MCP, Operation, as_json, perform
+
+logger = logging.getLogger("memory_portal.api")
+
+SERVER_NAME = "memory-portal"
+START_PROMPT = "memory_start"
+MEMORY_OPERATIONS: list[Operation] = v1.OPERATIONS
+# The SDK's own limit is 4 MiB; nothing an agent sends needs more than the API's bodies do.
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def operations_for(actor: Actor) -> list[Operation]:
+    """What GET /api/tools offers this run, then the agent-memory operations — none while
+    memory is off or for an ineligible stage, only the reads for a read-only token (the
+    others would only be refused)."""
+    offer = http_tools.tools_offer(actor)
+    if not (offer.enabled and offer.eligible):
+        return []
+    memory = MEMORY_OPERATIONS if actor.can_write else v1.READ_ONLY_OPERATIONS
+    return [*offer.tools, *memory]
+
+
+def input_schema(operation: Operation) -> dict:
+    """The same JSON Schema GET /api/tools gives for the tool (one Pydantic model)."""
+    return http_tools.tool_definition(operation)["parameters"]
+
+
+def refusal_result(exc: MemoryPortalError) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(exc.as_dict()))], is_error=True
+    )
+
+
+OPERATIONS_BY_NAME = {op.name: op for op in [*http_tools.TOOLS, *MEMORY_OPERATIONS]}
+
+
+def _operation(name: str) -> Operation:
+    """Any tool by name: one this run is not offered is refused by its own gate (traced),
+    exactly as over HTTP; a name no transport knows is refused at once."""
+    if name in OPERATIONS_BY_NAME:
+        return OPERATIONS_BY_NAME[name]
+    raise MemoryPortalError(
+        "memory_tool_forbidden",
+        f"{name} is not a Memory Portal tool.",
+        hint="List the tools (tools/list) for the ones you may use.",
+    )
+
+
+def call_tool(actor: Actor, name: str, arguments: dict | None) -> types.CallToolResult:
+    """One tool call, on the request's thread: the answer as JSON (text and structured), or
+    the refusal as a tool error."""
+    try:
+        operation = _operation(name)
+        answer = as_json(
+            operation, perform(operation, actor=actor, arguments=arguments, transport=MCP)
+        )
+    except MemoryPortalError as exc:
+        return refusal_result(exc)
+    except Exception as exc:
+        # The same classification as the API's 503 / 500 (memory_portal/failures.py): the
+        # client sees a code and a hint, never an exception's text.
+        refusal = retryable(exc)
+        if refusal is None:
+            logger.error("unexpected failure in MCP tool %s", name, exc_info=exc)
+            refusal = MemoryPortalError("internal_error", INTERNAL_ERROR["message"])
+        return refusal_result(refusal)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=answer)],
+        structured_content=json.loads(answer),
+    )
+
+
+def _start_block(actor: Actor) -> str:
+    try:
+        answer = perform(v1.RECALL, actor=actor, arguments={"start": True}, transport=MCP)
+    except MemoryPortalError as exc:
+        return json.dumps(exc.as_dict())
+    return answer["block"]
+
+
+def build_server(actor: Actor) -> Server:
+    """A server for this one request's run (stateless: nothing outlives the request)."""
+    to_db = sync_to_async(thread_sensitive=True)
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        operations = await to_db(operations_for)(actor)
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=op.name, description=op.description, input_schema=input_schema(op))
+                for op in operations
+            ]
+        )
+
+    async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await to_db(call_tool)(actor, params.name, params.arguments)
+
+    async def list_prompts(ctx, params) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(
+                    name=START_PROMPT,
+                    description=(
+                        "The start-of-run `--- MEMORY ---` block (your facts scored against "
+                        "this run's task, and today's day log), to put at the start of a session."
+                    ),
+                )
+            ]
+        )
+
+    async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != START_PROMPT:
+            raise ValueError(f"No prompt {params.name}; the prompt is {START_PROMPT}.")
+        block = await to_db(_start_block)(actor)
+        return types.GetPromptResult(
+            description="Memory Portal: what this agent remembers at the start of the run.",
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=block))
+            ],
+        )
+
+    return Server(
+        SERVER_NAME,
+        version="1.0",
+        instructions=(
+            "Memory Portal: project memory (memory_* tools, scratchpad) and your own agent "
+            f"memory (facts, day log, recall). Get the prompt {START_PROMPT} at the start."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=on_call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+
+
+def _scope(request: HttpRequest) -> dict[str, Any]:
+    headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in request.headers.items()
+    ]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode(),
+        "root_path": "",
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "headers": headers,
+        "server": (request.get_host(), int(request.get_port())),
+        "client": (request.META.get("REMOTE_ADDR", ""), 0),
+    }
+
+
+async def _serve(actor: Actor, scope: dict, body: bytes) -> tuple[int, list, bytes]:
+    manager = StreamableHTTPSessionManager(
+        build_server(actor),
+        json_response=True,
+        stateless=True,
+        max_request_body_size=MAX_BODY_BYTES,
+    )
+    sent_body = False
+    status = 500
+    headers: list = []
+    chunks: list[bytes] = []
+
+    async def receive():
+        nonlocal sent_body
+        if not sent_body:
+            sent_body = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()  # the client is there until the answer is sent
+
+    async def send(message):
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status, headers = message["status"], message.get("headers", [])
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+    return status, headers, b"".join(chunks)
+
+
+@csrf_exempt
+def mcp_view(request: HttpRequest) -> HttpResponse:
+    """The MCP endpoint. Authenticates first: no session starts without a live run token."""
+    try:
+        actor = agent_only(BearerAuth()(request))
+    except MemoryPortalError as exc:
+        response = JsonResponse({"error": exc.as_dict()}, status=exc.status)
+        if exc.status == 401:
+            response["WWW-Authenticate"] = 'Bearer realm="memory-portal"'
+        return response
+    if request.method != "POST":
+        # Stateless and JSON-only: no server-initiated stream (GET) and no session to end
+        # (DELETE). The spec's answer is 405; a GET handed to the SDK would hold its thread.
+        response = JsonResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32600, "message": f"{request.method} is not served; POST."},
+            },
+            status=405,
+        )
+        response["Allow"] = "POST"
+        return response
+    status, headers, body = async_to_sync(_serve)(actor, _scope(request), request.body)
+    response = HttpResponse(body, status=status)
+    for name, value in headers:
+        key = name.decode("latin-1")
+        if key.lower() not in {"content-length"}:
+            response[key] = value.decode("latin-1")
+    return response

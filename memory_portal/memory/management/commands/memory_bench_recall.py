@@ -133,6 +133,7 @@ class Command(BaseCommand):
     def _measure(self, actor: Actor, queries: list[str], n: int, repeat: int) -> None:
         lexical._fact_terms.cache_clear()
         lexical.stem.cache_clear()
+        lexical._scorer.cache_clear()
         embeddings.vector_cache.clear()  # recall must read the stored vectors
         started = time.perf_counter()
         first = recall_module.recall(actor=actor, query=queries[0], mark=False)

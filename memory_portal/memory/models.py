@@ -375,7 +375,7 @@ class Note(models.Model):
     # transaction by services/vectors.py; `embedding_model` names the provider that made it, so
     # a model change is detected (and `memory_embed` recomputes). Empty: not computed yet.
     embedding = models.BinaryField(null=True, blank=True, editable=False)
-    embedding_model = models.CharField(max_length=120, blank=True, default="")
+    embedding_model = models.CharField(max_length=120, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

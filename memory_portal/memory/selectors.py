@@ -274,9 +274,16 @@ def notes_search(
     text_qs = _full_text(qs, query)
     from .embeddings import embedding_settings
 
-    if not embedding_settings()["enabled"]:
+    if not embedding_settings()["enabled"] or _uses_operators(query):
         return text_qs
     return _hybrid_ranked(qs, text_qs, query)
+
+
+def _uses_operators(query: str) -> bool:
+    """A quoted phrase, an excluded word (`-word`) or `OR`: the caller asked for exact text,
+    which meaning cannot honour, so the search stays full text."""
+    words = query.split()
+    return '"' in query or "OR" in words or any(w.startswith("-") for w in words)
 
 
 SEARCH_SCAN = 5_000  # the newest notes a search compares by meaning (a project holds 2,000)

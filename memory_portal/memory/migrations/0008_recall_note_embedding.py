@@ -17,6 +17,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="note",
             name="embedding_model",
-            field=models.CharField(blank=True, default="", max_length=120),
+            field=models.CharField(blank=True, db_default="", default="", max_length=120),
         ),
     ]

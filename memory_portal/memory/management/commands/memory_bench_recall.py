@@ -1,8 +1,9 @@
 """`memory_bench_recall`: how long `recall()` takes over N live facts (docs/RECALL.md, "Speed").
 
 It creates a throwaway project (slug `bench-recall-…`) with one agent holding N live facts,
-written with `bulk_create` and the same identity hash the services compute, and a day log of
-today. The facts are the labelled set's (tests/memory/recall_set.py), repeated with a ticket key
+written with `bulk_create`, the same identity hash and the stored vectors the services compute
+(raising the project cap for itself when N needs it), and a day log of today. The facts
+are the labelled set's (tests/memory/recall_set.py), repeated with a ticket key
 to reach N; the queries are the set's. Then it calls `recall(actor=…, query=…, mark=False)`, the
 dashboard preview path (the whole recall: the query for live facts, scoring, picking, the day
 log and the block, without the recall-count UPDATE) and reports the median and p95 in ms, plus

@@ -270,9 +270,10 @@ MEMORY_PORTAL = {
     "FACT_DEFAULT_EXPIRY_DAYS": env_int("MEMORY_FACT_DEFAULT_EXPIRY_DAYS", 90),
     "RECALL_THRESHOLD": env_float("MEMORY_RECALL_THRESHOLD", 0.5),
     "RECALL_TIME_BUDGET_SECONDS": env_float("MEMORY_RECALL_TIME_BUDGET_SECONDS", 2.0),
-    # Recall's semantic half (docs/RECALL.md, "Meaning"): the built-in model unless an
-    # OpenAI-compatible endpoint is configured; MEMORY_EMBEDDINGS=false scores words alone.
-    "EMBEDDINGS_ENABLED": env_bool("MEMORY_EMBEDDINGS", False),
+    # Recall's semantic half (docs/RECALL.md, "Meaning"), on by default: the built-in model
+    # (shipped in a package, nothing downloaded) unless an OpenAI-compatible endpoint is
+    # configured; MEMORY_EMBEDDINGS=false scores words alone and stores no vectors.
+    "EMBEDDINGS_ENABLED": env_bool("MEMORY_EMBEDDINGS", True),
     "EMBEDDINGS_URL": os.environ.get("MEMORY_EMBEDDINGS_URL", ""),
     "EMBEDDINGS_MODEL": os.environ.get("MEMORY_EMBEDDINGS_MODEL", ""),
     "EMBEDDINGS_API_KEY": os.environ.get("MEMORY_EMBEDDINGS_API_KEY", ""),

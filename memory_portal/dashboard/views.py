@@ -388,7 +388,9 @@ def agent_routine(request, slug, agent_id, verb):
                 messages.success(request, f"Daily review of {agent.name} queued.")
                 return redirect(page)
             counts = ", ".join(
-                f"{k.replace('_', ' ')} {v}" for k, v in review.counts.items() if k != "flagged_ids"
+                f"{k.replace('_', ' ')} {v}"
+                for k, v in review.counts.items()
+                if not isinstance(v, list)
             )
             message = f"Daily review of {agent.name} {review.status}: {counts or 'nothing to do'}."
             if review.error_code:

@@ -26,6 +26,27 @@ MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 BATCH = 32
 
 
+STORED_DTYPE = np.float16  # a note's stored vector (docs/RECALL.md, "Stored vectors")
+
+
+def note_text(summary: str, content: str) -> str:
+    """The text recall scores and embeds: the summary, then the content."""
+    return f"{summary} {content}".strip()
+
+
+def encode(vector: np.ndarray) -> bytes:
+    """A vector as a note stores it: float16 bytes (384 dimensions = 768 bytes)."""
+    return np.asarray(vector, dtype=STORED_DTYPE).tobytes()
+
+
+def decode_many(blobs: list) -> np.ndarray:
+    """Stored vectors (bytes or memoryview, all of one length) as one float32 matrix."""
+    if not blobs:
+        return np.zeros((0, 0), dtype=np.float32)
+    raw = np.frombuffer(b"".join(blobs), dtype=STORED_DTYPE)
+    return raw.reshape(len(blobs), -1).astype(np.float32)
+
+
 class EmbeddingError(Exception):
     """The embedding provider could not embed the texts (missing model, endpoint failure)."""
 

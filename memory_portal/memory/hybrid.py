@@ -26,10 +26,19 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
-from .embeddings import EmbeddingError, MiniLMEmbedder, _builtin, get_embedder, vector_cache
+from .embeddings import (
+    EmbeddingError,
+    MiniLMEmbedder,
+    _builtin,
+    decode_many,
+    get_embedder,
+    note_text,
+    vector_cache,
+)
 from .lexical import RecallTimeout, lexical_scores
 
 log = logging.getLogger(__name__)
@@ -82,8 +91,26 @@ def semantic_from_cosines(
     return np.minimum(np.minimum(absolute, distinctive), near_best)
 
 
+@dataclass(frozen=True)
+class TextRow:
+    """What scoring needs of a note, read with `values_list` instead of building a `Note`."""
+
+    id: str
+    summary: str
+    content: str
+    created_at: datetime
+    embedding: bytes | None
+    embedding_model: str
+
+    FIELDS = ("id", "summary", "content", "created_at", "embedding", "embedding_model")
+
+    @classmethod
+    def of(cls, queryset) -> list[TextRow]:
+        return [cls(*row) for row in queryset.values_list(*cls.FIELDS)]
+
+
 def fact_text(fact) -> str:
-    return f"{fact.summary} {fact.content}".strip()
+    return note_text(fact.summary, fact.content)
 
 
 def _check(deadline: float | None) -> None:
@@ -91,19 +118,41 @@ def _check(deadline: float | None) -> None:
         raise RecallTimeout
 
 
-def cosines(embedder, query: str, facts: list, *, deadline: float | None = None) -> np.ndarray:
-    """Cosine of the query to each fact. Fact vectors come from the process cache, or are
-    computed 32 at a time, checking the deadline between batches (what was computed stays
-    cached, so a recall cut short leaves the next one less to do)."""
+def cosines(
+    embedder, query: str, facts: list, *, deadline: float | None = None, stored_only: bool = False
+) -> np.ndarray:
+    """Cosine of the query to each fact. A fact's vector is the one stored with it when the
+    same provider made it (docs/RECALL.md, "Stored vectors"); a fact without one (written
+    before vectors were stored, or while the model could not run; `memory_embed` fills them)
+    is embedded here, 32 at a time, checking the deadline between batches, and kept in the
+    process cache so the next recall does not embed it again. With `stored_only`, such a fact's
+    cosine is NaN instead (search: words alone rank it)."""
     if not facts:
         return np.zeros(0, dtype=np.float32)
-    texts = [fact_text(f) for f in facts]
+    stored_idx: list[int] = []
+    blobs: list = []
+    missing_idx: list[int] = []
+    for i, f in enumerate(facts):
+        blob = getattr(f, "embedding", None)
+        if blob is not None and getattr(f, "embedding_model", "") == embedder.name:
+            stored_idx.append(i)
+            blobs.append(blob)
+        else:
+            missing_idx.append(i)
+    if stored_only:
+        missing_idx = []
+    texts = [fact_text(facts[i]) for i in missing_idx]
     for start in range(0, len(texts), 32):
         _check(deadline)
         vector_cache.embed(embedder, texts[start : start + 32])
     _check(deadline)
     q = embedder.embed([query])[0]  # not cached: a query rarely comes twice, facts do
-    return vector_cache.embed(embedder, texts) @ q
+    out = np.full(len(facts), np.nan, dtype=np.float32)
+    if stored_idx:
+        out[stored_idx] = decode_many(blobs) @ q
+    if missing_idx:
+        out[missing_idx] = vector_cache.embed(embedder, texts) @ q
+    return out
 
 
 @dataclass
@@ -116,7 +165,7 @@ class Scored:
 
 
 def _cosines(
-    query: str, facts: list, deadline: float | None
+    query: str, facts: list, deadline: float | None, stored_only: bool = False
 ) -> tuple[np.ndarray | None, str | None, str | None]:
     """(cosines, fallback, provider name)."""
     fallback = None
@@ -128,7 +177,7 @@ def _cosines(
     if embedder is None:  # switched off on purpose: not a fallback
         return None, None, None
     try:
-        cos = cosines(embedder, query, facts, deadline=deadline)
+        cos = cosines(embedder, query, facts, deadline=deadline, stored_only=stored_only)
     except EmbeddingError:
         if isinstance(embedder, MiniLMEmbedder):
             log.exception("the built-in embedding model failed; scoring words alone")
@@ -137,29 +186,36 @@ def _cosines(
         fallback = FALLBACK_ENDPOINT
         try:
             embedder = _builtin()
-            cos = cosines(embedder, query, facts, deadline=deadline)
+            cos = cosines(embedder, query, facts, deadline=deadline, stored_only=stored_only)
         except EmbeddingError:
             log.exception("the built-in embedding model cannot be loaded; scoring words alone")
             return None, FALLBACK_LEXICAL, None
     return cos, fallback, embedder.name
 
 
-def hybrid_scores(query: str, facts: list, *, deadline: float | None = None) -> Scored:
+def hybrid_scores(
+    query: str, facts: list, *, deadline: float | None = None, stored_only: bool = False
+) -> Scored:
     """Each fact's hybrid score against the query, in the facts' order, and whether (and why)
     a weaker scorer stood in for the configured one. Raises RecallTimeout when the deadline
-    passes before the lexical scores are in."""
+    passes before the lexical scores are in. With `stored_only` (search), a note without a
+    stored vector is scored by its words alone instead of being embedded now."""
     lexical = lexical_scores(query, facts, deadline=deadline)
     try:
-        cos, fallback, provider = _cosines(query, facts, deadline)
+        cos, fallback, provider = _cosines(query, facts, deadline, stored_only)
     except RecallTimeout:
         cos, fallback, provider = None, FALLBACK_WARMING, None
     semantic = None
     if cos is None:
         scores = lexical
     else:
-        semantic = semantic_from_cosines(cos).tolist()
-        gated = np.where(cos >= CALIBRATION.lexical_gate, lexical, np.minimum(lexical, 0.49))
-        scores = np.maximum(gated, semantic).tolist()
+        known = ~np.isnan(cos)
+        meaning = np.zeros(len(cos), dtype=np.float64)
+        meaning[known] = semantic_from_cosines(cos[known])
+        vetoed = known & (np.nan_to_num(cos, nan=1.0) < CALIBRATION.lexical_gate)
+        gated = np.where(vetoed, np.minimum(lexical, 0.49), lexical)
+        semantic = meaning.tolist()
+        scores = np.maximum(gated, meaning).tolist()
     return Scored(
         scores=scores, lexical=lexical, semantic=semantic, fallback=fallback, provider=provider
     )

@@ -370,6 +370,12 @@ class Note(models.Model):
     # The normalised content alone (validation.content_key_text), whatever the kind, place or
     # route: forgotten, rejected or vetoed content is matched on it and never written back.
     content_key = models.CharField(max_length=64, blank=True, default="")
+    # The text's sentence embedding for recall (docs/RECALL.md, "Stored vectors"): float16
+    # bytes (384 dimensions = 768 bytes for the built-in model), computed before the write's
+    # transaction by services/vectors.py; `embedding_model` names the provider that made it, so
+    # a model change is detected (and `memory_embed` recomputes). Empty: not computed yet.
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=120, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -516,6 +516,16 @@ def project_import(
     for _, r in records:
         by_type.setdefault(type(r), []).append(r)
     from .services._common import audit, bump, lock_setting
+    from .services.vectors import embed_texts, note_text
+
+    # The notes' vectors, computed before the transaction (never under the project's lock).
+    texts = list(
+        dict.fromkeys(
+            note_text(n.summary, n.content) for n in by_type.get(NoteLine, []) if n.kind != Kind.DAY
+        )
+    )
+    blobs, provider = embed_texts(texts)
+    vectors = {t: b for t, b in zip(texts, blobs, strict=True) if b is not None}
 
     with transaction.atomic():
         project = Project.objects.filter(slug=slug).first()
@@ -527,7 +537,7 @@ def project_import(
             MemorySetting.objects.create(project=project, enabled=by_type[SettingLine][0].enabled)
             report.created_project = True
         setting = lock_setting(project)
-        _import_rows(project, by_type, new_id, report)
+        _import_rows(project, by_type, new_id, report, vectors=(vectors, provider))
         if sum(report.counts.values()):
             bump(setting, wrote_note=bool(report.counts.get("note")))
         audit(
@@ -552,7 +562,16 @@ def _count(report: ImportReport, kind: str, inserted: bool) -> None:
     bucket[kind] = bucket.get(kind, 0) + 1
 
 
-def _import_rows(project: Project, by_type: dict, new_id, report: ImportReport) -> None:
+def _import_rows(
+    project: Project,
+    by_type: dict,
+    new_id,
+    report: ImportReport,
+    *,
+    vectors: tuple[dict[str, bytes], str] = ({}, ""),
+) -> None:
+    from .services.vectors import note_text
+
     User = get_user_model()
     users = dict(User.objects.values_list(User.USERNAME_FIELD, "pk"))
     repositories = dict(Repository.objects.values_list("slug", "pk"))
@@ -643,6 +662,8 @@ def _import_rows(project: Project, by_type: dict, new_id, report: ImportReport) 
         stamp_identity(note)
         if note.kind == Kind.DAY:
             note.content_hash = day_row_identity(owner_agent_id=note.owner_agent_id, day=note.day)
+        note.embedding = vectors[0].get(note_text(note.summary, note.content))
+        note.embedding_model = vectors[1] if note.embedding is not None else ""
         rows.append(note)
     _refuse_clashes(project, rows)
     Note.objects.bulk_create(rows, batch_size=500)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from .access import check_agent_gate
 from .actors import Actor
 from .errors import invalid
-from .hybrid import hybrid_scores
+from .hybrid import TextRow, hybrid_scores
 from .lexical import (  # noqa: F401 - recall's lexical names, here since before lexical.py
     RecallTimeout,
     Scorer,
@@ -92,6 +92,13 @@ def live_facts(view: AgentView, now: datetime) -> list[Note]:
     return list(_own(view, Kind.FACT, now).order_by("-created_at", "-id"))
 
 
+def live_fact_rows(view: AgentView, now: datetime) -> list[TextRow]:
+    """The live facts of `live_facts`, same order, as plain rows (over 2,000 facts the ORM's
+    model instances cost more than scoring them; docs/RECALL.md, "Speed"). The picked ones are
+    loaded as notes afterwards."""
+    return TextRow.of(_own(view, Kind.FACT, now).order_by("-created_at", "-id"))
+
+
 def recent_day_lines(view: AgentView, now: datetime) -> list[str]:
     """Today's and yesterday's day log, newest line first, within the day-log token budget."""
     today = now.date()
@@ -125,6 +132,13 @@ def render_block(memories: list[Picked], day_lines: list[str]) -> str:
         out.append("(nothing recalled)")
     out.append("--- END MEMORY ---")
     return "\n".join(out)
+
+
+def _as_notes(picked: list[Picked]) -> list[Picked]:
+    """The picked rows as `Note`s, in one query, same order (a fact gone meanwhile is left
+    out)."""
+    notes = Note.objects.in_bulk([p.note.id for p in picked])
+    return [Picked(notes[p.note.id], p.score) for p in picked if p.note.id in notes]
 
 
 def _pick(facts: list[Note], scores: list[float] | None, threshold: float) -> list[Picked]:
@@ -177,7 +191,7 @@ def recall(
     # What the agent itself would be served: its run's view, or (a person's recall for an
     # agent, the dashboard preview) the agent's.
     view = AgentView.of_run(actor.run) if actor.is_agent else AgentView.of_agent(agent)
-    facts = live_facts(view, now)
+    facts = live_fact_rows(view, now)
     fallback: str | None = None
     scores: list[float] | None = None
     if (not query or not query.strip()) and start and actor.is_agent:
@@ -196,7 +210,7 @@ def recall(
 
             logging.getLogger(__name__).exception("recall scoring failed; listing newest")
             fallback = "error"
-    picked = _pick(facts, scores, conf["threshold"])
+    picked = _as_notes(_pick(facts, scores, conf["threshold"]))
     day_lines = recent_day_lines(view, now)
     block = render_block(picked, day_lines)
     if mark and picked:

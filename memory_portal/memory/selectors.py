@@ -258,9 +258,12 @@ def notes_search(
     target: str | None = None,
     day: date | None = None,
 ) -> QuerySet[Note]:
-    """Full-text search over what the actor may list. PostgreSQL: websearch_to_tsquery over the
-    generated `search_vector` column (GIN index), best rank first. SQLite: every word must occur
-    in content or summary, newest first."""
+    """Search over what the actor may list: full text, and, when embeddings are on, meaning
+    (docs/RECALL.md, "Search"). Full text: PostgreSQL websearch_to_tsquery over the generated
+    `search_vector` column (GIN index), best rank first; SQLite: every word must occur in
+    content or summary, newest first. With meaning, the full-text matches and the notes whose
+    stored vector is close to the query (hybrid score ≥ the recall threshold) are ranked by the
+    hybrid score recall uses, best first."""
     from .validation import reject_unstorable
 
     reject_unstorable("query", query)
@@ -271,6 +274,60 @@ def notes_search(
         qs = qs.filter(target=target)
     if day:
         qs = qs.filter(day=day)
+    text_qs = _full_text(qs, query)
+    from .embeddings import embedding_settings
+
+    if not embedding_settings()["enabled"] or _uses_operators(query):
+        return text_qs
+    return _hybrid_ranked(qs, text_qs, query)
+
+
+def _uses_operators(query: str) -> bool:
+    """A quoted phrase, an excluded word (`-word`) or `OR`: the caller asked for exact text,
+    which meaning cannot honour, so the search stays full text."""
+    words = query.split()
+    return '"' in query or "OR" in words or any(w.startswith("-") for w in words)
+
+
+SEARCH_SCAN = 5_000  # the newest notes a search compares by meaning (a project holds 2,000)
+SEARCH_RESULTS = 200  # a hybrid search ranks at most this many notes
+
+
+def _hybrid_ranked(qs: QuerySet[Note], text_qs: QuerySet[Note], query: str) -> QuerySet[Note]:
+    """The full-text matches and the meaning matches of `qs`, ranked by the hybrid score
+    (lexical and semantic, the recall scorer; notes without a stored vector by words alone),
+    then newest first. One query embedding, one matrix product over stored vectors."""
+    from django.conf import settings
+    from django.db.models import Case, IntegerField, Value, When
+
+    from .hybrid import TextRow, hybrid_scores
+
+    text_ids = set(text_qs.values_list("id", flat=True)[:SEARCH_SCAN])
+    rows = TextRow.of(qs.order_by("-created_at", "-id")[:SEARCH_SCAN])
+    seen = {r.id for r in rows}
+    missing = [i for i in text_ids if i not in seen]
+    if missing:
+        rows += TextRow.of(qs.filter(pk__in=missing))
+    if not rows:
+        return text_qs
+    scores = hybrid_scores(query, rows, stored_only=True).scores
+    threshold = settings.MEMORY_PORTAL.get("RECALL_THRESHOLD", 0.5)
+    kept = [
+        (score, row)
+        for row, score in zip(rows, scores, strict=True)
+        if row.id in text_ids or score >= threshold
+    ]
+    kept.sort(key=lambda p: (-p[0], p[1].id not in text_ids, -p[1].created_at.timestamp()))
+    ranked = [row.id for _, row in kept[:SEARCH_RESULTS]]
+    if not ranked:
+        return qs.none()
+    order = Case(
+        *(When(pk=pk, then=Value(i)) for i, pk in enumerate(ranked)), output_field=IntegerField()
+    )
+    return qs.filter(pk__in=ranked).order_by(order)
+
+
+def _full_text(qs: QuerySet[Note], query: str) -> QuerySet[Note]:
     if connection.vendor == "postgresql":
         tsquery = "websearch_to_tsquery('english', %s)"
         qs = qs.filter(
@@ -637,6 +694,36 @@ class ReviewQueue:
     day: date  # yesterday (UTC)
     day_lines: list[DayLine]  # yesterday's day-log lines, to lift into facts by hand
     totals: dict[str, int]
+    # Near-duplicates by meaning the agents' latest daily reviews reported, both still live:
+    # for a person to merge (or keep apart); the review never merges them itself.
+    similar: list[SimilarPair] = ()
+
+
+@dataclass(frozen=True)
+class SimilarPair:
+    older: Note
+    newer: Note
+    cosine: float
+
+
+def similar_pairs(*, project: Project, limit: int = 25) -> list[SimilarPair]:
+    """The near-duplicate pairs of each agent's latest finished daily review in the project
+    (`counts["near_duplicate_pairs"]`), closest first, where both facts are still live."""
+    from .models import ReviewRun
+
+    latest: dict[int, list] = {}
+    runs = (
+        ReviewRun.objects.filter(routine__agent__project=project, finished_at__isnull=False)
+        .order_by("routine_id", "-finished_at")
+        .values_list("routine_id", "counts")
+    )
+    for routine_id, counts in runs:
+        latest.setdefault(routine_id, (counts or {}).get("near_duplicate_pairs") or [])
+    pairs = sorted((p for ps in latest.values() for p in ps), key=lambda p: -p[2])
+    ids = {i for p in pairs for i in p[:2]}
+    live = Note.objects.filter(project=project, pk__in=ids, status=Status.ACTIVE).in_bulk()
+    kept = [SimilarPair(live[a], live[b], c) for a, b, c in pairs if a in live and b in live]
+    return kept[:limit]
 
 
 def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQueue:
@@ -676,6 +763,7 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
         day=yesterday,
         day_lines=_day_lines(project, day_rows),
         totals=totals,
+        similar=similar_pairs(project=project, limit=limit),
     )
 
 

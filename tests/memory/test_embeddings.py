@@ -158,7 +158,8 @@ def stub():
 
 @pytest.fixture(autouse=True)
 def _embeddings_on(settings):
-    """Meaning is opt-in (MEMORY_EMBEDDINGS); these tests are about it."""
+    """These tests are about meaning (MEMORY_EMBEDDINGS, on by default): whatever the
+    environment says, it is on here."""
     settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": True}
 
 

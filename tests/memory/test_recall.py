@@ -402,3 +402,14 @@ def test_bench_command_runs_and_cleans_up(db):
     assert "recall() over 40 live facts" in text and "median" in text and "p95" in text
     assert not Note.objects.exists()
     assert not recall_module.Agent.objects.exists()
+
+
+def test_bench_command_sets_the_project_cap_it_needs(db, settings):
+    """Facts and a day log up to the project cap (`--facts 2000` against the default 2,000)
+    would exceed it: the bench raises the cap for itself instead of failing with
+    memory_project_full. Shown at a cap of 40, which is quicker."""
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "PROJECT_NOTE_CAP": 40}
+    out = StringIO()
+    call_command("memory_bench_recall", "--facts", "40", "--repeat", "2", stdout=out)
+    assert "recall() over 40 live facts" in out.getvalue()
+    assert not Note.objects.exists()

@@ -68,6 +68,7 @@ from ..validation import (
 )
 from ._common import audit, audit_event, bump, lock_setting
 from .schedule import routine_ensure
+from .vectors import stamp_vector
 
 TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
 TOOL_SCOPES = {Scope.PROJECT, Scope.APPLICATION}
@@ -417,6 +418,7 @@ def note_write(
         note.evidence_commit = verified.commit
         note.evidence_quote = verified.quote
     _provenance(actor, note)
+    stamp_vector(note)  # before the transaction: never embed under the setting-row lock
     return _insert(actor=actor, project=project, epoch=epoch, note=note)
 
 
@@ -444,6 +446,7 @@ def fact_save(
         expires_at = future_expiry(expires_at, now=now)
     note = _agent_fact(agent, fact, expires_at)
     _provenance(actor, note)
+    stamp_vector(note)  # before the transaction: never embed under the setting-row lock
     return _insert(
         actor=actor,
         project=project,
@@ -501,6 +504,7 @@ def note_edit(
     )
     stamp_identity(note)
     _provenance(actor, note)
+    stamp_vector(note)  # before the transaction: never embed under the setting-row lock
     return _insert(
         actor=actor,
         project=old.project,

@@ -42,7 +42,9 @@ class Command(BaseCommand):
         ).select_related("routine")
         self.stdout.write(f"{len(enqueued)} routine(s) due at {moment.isoformat()}")
         for review in runs:
-            counts = ", ".join(f"{k} {v}" for k, v in review.counts.items() if k != "flagged_ids")
+            counts = ", ".join(
+                f"{k} {v}" for k, v in review.counts.items() if not isinstance(v, list)
+            )
             self.stdout.write(
                 f"  {review.routine.agent_id} {review.day} {review.status}"
                 f"{' ' + review.error_code if review.error_code else ''}: {counts}"

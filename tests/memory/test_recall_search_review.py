@@ -1,0 +1,99 @@
+"""The recall scorer beyond recall (docs/RECALL.md, "Search" and "Near-duplicates"):
+`memory_search` ranks full-text and meaning matches by the hybrid score; the daily review
+reports near-duplicates by meaning for the review queue and never merges them."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_portal.memory import selectors, services
+from memory_portal.memory.models import Note, Status
+from memory_portal.memory.services.routines import NEAR_DUPLICATE_COSINE
+
+TWILIO = (
+    "Twilio SMS to Germany needs an alphanumeric sender ID registered in advance; messages from "
+    "an unregistered ID are dropped silently."
+)
+VPN = "The staging deploy needs the VPN on"
+VPN_AGAIN = "Staging deployments only work with the VPN connected"
+TOM = "Tom dislikes comments that restate the code"
+
+
+@pytest.fixture(autouse=True)
+def _embeddings_on(settings):
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": True}
+
+
+def lesson(world, content):
+    return services.note_write(actor=world.as_agent, kind="lesson", content=content).note
+
+
+def search(world, query):
+    return [n.pk for n in selectors.notes_search(actor=world.as_agent, query=query)]
+
+
+def test_search_finds_a_paraphrase_by_meaning(world):
+    twilio = lesson(world, TWILIO)
+    lesson(world, VPN)
+    lesson(world, TOM)
+    # No word in common with the note: full text alone finds nothing.
+    query = "Texts to German phones vanish without any error"
+    assert search(world, query) == [twilio.pk]
+
+
+def test_search_ranks_full_text_matches_by_the_hybrid_score(world):
+    vpn = lesson(world, VPN)
+    again = lesson(world, VPN_AGAIN)
+    tom = lesson(world, TOM)
+    twilio = lesson(world, TWILIO)
+    found = search(world, "VPN staging deploy")
+    assert set(found) == {vpn.pk, again.pk}  # both words and meaning: ties, newest first
+    assert found == [again.pk, vpn.pk]
+    assert tom.pk not in found and twilio.pk not in found
+
+
+def test_search_of_something_unknown_finds_nothing(world):
+    lesson(world, TWILIO)
+    lesson(world, VPN)
+    assert search(world, "Bake banana bread for the office party") == []
+
+
+def test_search_without_embeddings_is_full_text_only(world, settings):
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": False}
+    lesson(world, TWILIO)
+    assert search(world, "Texts to German phones vanish without any error") == []
+
+
+def test_search_ranks_a_note_without_a_stored_vector_by_words(world):
+    vpn = lesson(world, VPN)
+    Note.objects.filter(pk=vpn.pk).update(embedding=None, embedding_model="")
+    assert search(world, "staging VPN") == [vpn.pk]
+
+
+def test_the_review_reports_near_duplicates_and_merges_nothing(world, settings):
+    older = services.fact_save(actor=world.as_agent, text=VPN).note
+    newer = services.fact_save(actor=world.as_agent, text=VPN_AGAIN).note
+    services.fact_save(actor=world.as_agent, text=TOM)
+    services.fact_save(actor=world.as_agent, text="The production deploy needs a manager's OK")
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert review.counts["near_duplicates"] == 1
+    (pair,) = review.counts["near_duplicate_pairs"]
+    assert pair[:2] == [older.pk, newer.pk] and pair[2] >= NEAR_DUPLICATE_COSINE
+    assert review.counts["merged"] == 0
+    assert Note.objects.filter(pk__in=[older.pk, newer.pk], status=Status.ACTIVE).count() == 2
+    queue = selectors.review_queue(actor=world.as_member, project=world.project)
+    assert [(p.older.pk, p.newer.pk) for p in queue.similar] == [(older.pk, newer.pk)]
+    # Once a person archives one of them, the pair leaves the queue.
+    services.note_archive(actor=world.as_manager, note_id=newer.pk, reason="duplicate")
+    assert selectors.review_queue(actor=world.as_member, project=world.project).similar == []
+
+
+def test_the_review_page_lists_near_duplicates(world, client):
+    services.fact_save(actor=world.as_agent, text=VPN)
+    services.fact_save(actor=world.as_agent, text=VPN_AGAIN)
+    services.routine_run_now(actor=world.as_member, agent=world.agent)
+    client.force_login(world.member)
+    page = client.get(f"/p/{world.project.slug}/review/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Near-duplicates by meaning" in html and VPN_AGAIN in html

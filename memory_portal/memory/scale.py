@@ -178,6 +178,10 @@ def load_scale(*, notes: int, seed: int = 1, progress=None) -> LoadResult:
         projects += len(batch)
         if progress:
             progress(before + (notes - before - max(missing, 0)), time.monotonic() - started)
+    if projects:  # fresh statistics, so the planner sees the table as it now is
+        with connection.cursor() as cursor:
+            for model in (m.Note, m.AuditEvent, m.Run, m.ToolCallCount, m.Recovery, m.Agent):
+                cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     return LoadResult(before, scale_notes(), projects, time.monotonic() - started)
 
 
@@ -205,10 +209,12 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
     routines = Table(m.ReviewRoutine)
 
     agent_ids = []
+    agent_names = {}
     for a in range(AGENTS_PER_PROJECT):
         agent_id = _ulid_id("agt", born + timedelta(seconds=a))
         stage = STAGES[a % len(STAGES)]
         agent_ids.append((agent_id, stage))
+        agent_names[agent_id] = f"{stage}-agent-{a}"
         agents.add(
             id=agent_id,
             project_id=project.id,
@@ -254,7 +260,7 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
         audits.add(
             project_id=project.id,
             project_ref=project.slug,
-            actor_label=f"agent {agent_id}",
+            actor_label=agent_names[agent_id],
             actor_agent_id=agent_id,
             actor_run_id=run_id,
             action=AuditAction.RUN_CREATE,
@@ -320,7 +326,7 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
         base = {
             "project_id": project.id,
             "project_ref": project.slug,
-            "actor_label": f"agent {agent_id}",
+            "actor_label": agent_names[agent_id],
             "actor_agent_id": agent_id,
             "actor_run_id": run_id,
             "note_ref": note_id,

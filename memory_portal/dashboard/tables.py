@@ -126,7 +126,7 @@ class KeysetPage:
     older: str | None  # cursor of the page after (older events), None on the last
 
 
-def _cursor(row) -> str:
+def keyset_cursor(row) -> str:
     delta = row.created_at - EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     return f"{micros}.{row.pk}"
@@ -156,8 +156,8 @@ def keyset_page(queryset, request, *, per_page: int = 50) -> KeysetPage:
         rows = rows[:per_page][::-1]
         return KeysetPage(
             rows,
-            newer=_cursor(rows[0]) if more and rows else None,
-            older=_cursor(rows[-1]) if rows else None,
+            newer=keyset_cursor(rows[0]) if more and rows else None,
+            older=keyset_cursor(rows[-1]) if rows else None,
         )
     if before:
         at, pk = before
@@ -167,6 +167,6 @@ def keyset_page(queryset, request, *, per_page: int = 50) -> KeysetPage:
     rows = rows[:per_page]
     return KeysetPage(
         rows,
-        newer=_cursor(rows[0]) if before and rows else None,
-        older=_cursor(rows[-1]) if more else None,
+        newer=keyset_cursor(rows[0]) if before and rows else None,
+        older=keyset_cursor(rows[-1]) if more else None,
     )

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
@@ -35,10 +37,33 @@ def database_url() -> str:
     return f"postgres://{auth}@{host}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+@dataclass
+class Running:
+    port: int
+    pid: int  # gunicorn's master
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the workers so far (Linux /proc): what the server spent,
+        whatever else the machine is doing."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        try:
+            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        except OSError:
+            return float("nan")
+        for child in children:
+            try:
+                fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / tick
+
+
 @contextmanager
-def gunicorn(args: list[str], env: dict[str, str] | None = None, *, start_timeout: float = 30):
-    """Yield the port of a gunicorn serving `memory_portal.wsgi` with `args` (e.g. `-c
-    gunicorn.conf.py`), DEBUG off, plain static names (no collectstatic needed)."""
+def gunicorn(args: list[str], env: dict[str, str] | None = None, *, start_timeout: float = 120):
+    """Yield the running gunicorn (its port and pid) serving `memory_portal.wsgi` with `args`
+    (e.g. `-c gunicorn.conf.py`), DEBUG off, plain static names (no collectstatic needed)."""
     port = free_port()
     full_env = {
         **os.environ,
@@ -78,7 +103,7 @@ def gunicorn(args: list[str], env: dict[str, str] | None = None, *, start_timeou
             if time.monotonic() > deadline:
                 raise ServerDidNotStart(f"gunicorn did not start within {start_timeout:g} s.")
             time.sleep(0.2)
-        yield port
+        yield Running(port, proc.pid)
     finally:
         proc.terminate()
         try:

@@ -124,8 +124,8 @@ class Command(BaseCommand):
     @contextmanager
     def _server(self, name: str):
         try:
-            with benchserver.gunicorn(CONFIGS[name]["args"], CONFIGS[name]["env"]) as port:
-                yield port
+            with benchserver.gunicorn(CONFIGS[name]["args"], CONFIGS[name]["env"]) as server:
+                yield server.port
         except benchserver.ServerDidNotStart as exc:
             raise CommandError(f"gunicorn ({name}): {exc}") from exc
 

@@ -55,8 +55,8 @@ class Probe:
     floor: str  # key of FLOORS
 
 
-def _median_ms(fn, repeat: int) -> float:
-    for _ in range(2):
+def _median_ms(fn, repeat: int, warm: int = 2) -> float:
+    for _ in range(warm):
         fn()
     times = []
     for _ in range(repeat):
@@ -272,8 +272,13 @@ class Command(BaseCommand):
         out: dict[str, list[float]] = {}
         # The server signs sessions with this process's key, or the session made here is void.
         server_env = {"SECRET_KEY": settings.SECRET_KEY}
-        with benchserver.gunicorn(["-c", "gunicorn.conf.py"], server_env) as port:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            server_cm = benchserver.gunicorn(["-c", "gunicorn.conf.py"], server_env)
+            server = server_cm.__enter__()
+        except benchserver.ServerDidNotStart as exc:
+            raise CommandError(str(exc)) from exc
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
             for probe in probes:
                 headers = {"Content-Type": "application/json"}
                 if probe.auth == "session":
@@ -292,17 +297,24 @@ class Command(BaseCommand):
                             f"{response.status}: {data[:300]!r}"
                         )
 
-                http_ms = _median_ms(call, repeat)
+                for _ in range(2):  # warm-up
+                    call()
+                cpu_before = server.cpu_seconds()
+                http_ms = _median_ms(call, repeat, warm=0)
+                cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / repeat
                 floor = FLOORS[probe.floor]
                 with connection.cursor() as cursor:
                     floor_ms = _median_ms(
                         lambda cursor=cursor, floor=floor: floor(cursor, p), repeat
                     )
-                out[probe.name] = [round(http_ms, 2), round(floor_ms, 2)]
+                out[probe.name] = [round(http_ms, 2), round(floor_ms, 2), round(cpu_ms, 2)]
                 self.stdout.write(
-                    f"  {probe.name:<36} {http_ms:9.1f} ms   floor {floor_ms:7.2f} ms"
+                    f"  {probe.name:<36} {http_ms:9.1f} ms   server CPU {cpu_ms:7.1f} ms"
+                    f"   floor {floor_ms:7.2f} ms"
                 )
             conn.close()
+        finally:
+            server_cm.__exit__(None, None, None)
         return out
 
     def _print(self, table: dict[str, dict[str, list[float]]]) -> None:
@@ -310,18 +322,23 @@ class Command(BaseCommand):
         names = list(table[sizes[0]])
         for size in sizes:
             self.stdout.write(f"\n### {int(size):,} notes (median of the requests, ms)\n")
-            self.stdout.write("| what | HTTP ms | raw-SQL floor ms | ratio |")
-            self.stdout.write("|---|---:|---:|---:|")
+            self.stdout.write(
+                "| what | HTTP ms (wall) | server CPU ms | raw-SQL floor ms | wall ÷ floor |"
+            )
+            self.stdout.write("|---|---:|---:|---:|---:|")
             for name in names:
                 if name not in table[size]:
                     continue
-                http_ms, floor_ms = table[size][name]
+                http_ms, floor_ms, cpu_ms = table[size][name]
                 ratio = http_ms / floor_ms if floor_ms else float("nan")
-                self.stdout.write(f"| {name} | {http_ms:,.1f} | {floor_ms:,.2f} | {ratio:,.0f}× |")
+                self.stdout.write(
+                    f"| {name} | {http_ms:,.1f} | {cpu_ms:,.1f} | {floor_ms:,.2f} | {ratio:,.0f}× |"
+                )
         if len(sizes) > 1:
             first, last = sizes[0], sizes[-1]
             self.stdout.write(
-                f"\n### Does it grow? HTTP ms at {int(first):,} and {int(last):,} notes\n"
+                f"\n### Does it grow? Server CPU ms per request, {int(first):,} to "
+                f"{int(last):,} notes\n"
             )
             self.stdout.write(
                 "| what | "
@@ -330,7 +347,7 @@ class Command(BaseCommand):
             )
             self.stdout.write("|---|" + "---:|" * (len(sizes) + 1))
             for name in names:
-                row = [table[s].get(name, [float("nan")])[0] for s in sizes]
+                row = [table[s].get(name, [float("nan")] * 3)[2] for s in sizes]
                 ratio = row[-1] / row[0] if row[0] else float("nan")
                 cells = " | ".join(f"{v:,.1f}" for v in row)
                 self.stdout.write(f"| {name} | {cells} | {ratio:.2f}× |")

@@ -467,14 +467,13 @@ def project_settings(request, slug):
 @person_view
 def audit(request):
     actor = _actor(request)
-    slug = request.GET.get("project")
-    if slug:
-        selectors.project_access(actor=actor, slug=slug)  # 404 for a project not theirs
-    projects_list = list(selectors.projects_for_user(user=request.user))
+    slug = request.GET.get("project", "").strip()
+    # 404 for a project not theirs (or none by that slug)
+    project = selectors.project_access(actor=actor, slug=slug).project if slug else None
     filterset = AuditFilter(
         request.GET or None,
         queryset=selectors.audit_events_for_person(actor=actor),
-        projects=projects_list,
+        project=project,
     )
     try:
         per_page = int(request.GET.get("per_page", ""))

@@ -130,4 +130,6 @@ def test_bench_scale_measures_every_page_through_the_server(tmp_path):
     import json
 
     figures = json.loads(results.read_text())["2000"]
-    assert len(figures) == 12 and all(http > 0 and floor > 0 for http, floor in figures.values())
+    assert len(figures) == 12 and all(
+        http > 0 and floor > 0 and cpu >= 0 for http, floor, cpu in figures.values()
+    )

@@ -140,7 +140,7 @@ class Command(BaseCommand):
         stop_at = time.monotonic() + seconds
         holder = None
         if held:
-            holder = psycopg.connect(self._database_url(), autocommit=False)
+            holder = psycopg.connect(benchserver.database_url(), autocommit=False)
             holder.execute(
                 "SELECT id FROM project_memory_setting WHERE project_id = %s FOR UPDATE",
                 [project_a.pk],

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint migrate demo bench faults fuzz clean
+.PHONY: run test lint migrate demo bench bench-scale faults fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,15 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python manage.py memory_bench_writes
+
+# Pages and endpoints through gunicorn at each size, next to their raw-SQL floor
+# (docs/PERFORMANCE.md, "Service path vs HTTP"). Grows the database of DATABASE_URL (PostgreSQL,
+# a database of its own: it is filled with scale projects) to each size in turn.
+SIZES ?= 10000,100000,1000000
+bench-scale: $(STAMP)
+	@test -n "$(DATABASE_URL)" || { echo "bench-scale needs DATABASE_URL=postgres://… (its own database)"; exit 2; }
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py memory_bench_scale --sizes $(SIZES)
 
 # Fault injection against the production setup on a PostgreSQL cluster of its own (README).
 faults: $(STAMP)

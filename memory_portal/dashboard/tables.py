@@ -4,16 +4,19 @@ class owns the columns, their order, sorting and pagination."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
 import django_tables2 as tables
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
-from django_tables2.paginators import LazyPaginator
+from django.db.models import Q
 
 from memory_portal.memory.models import AuditEvent, Note, Run
 
 PER_PAGE_CHOICES = (25, 50, 100)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Past any page a table can have; bounding the number keeps the SQL OFFSET within the
-# database's integers (an out-of-range page then shows the last page, or the first of the
-# audit log, whose length is not counted).
+# database's integers (an out-of-range page then shows the last page).
 PAGE_MAX = 1_000_000
 
 
@@ -71,7 +74,7 @@ class RunTable(tables.Table):
 
 
 class AuditTable(tables.Table):
-    """Paginated without a full count (LazyPaginator): the log only grows."""
+    """The log's columns; its rows are paged by `keyset_page`, never counted."""
 
     created = tables.Column(verbose_name="When", accessor="created_at", orderable=False)
     project = tables.Column(verbose_name="Project", accessor="project_ref", orderable=False)
@@ -87,7 +90,7 @@ class AuditTable(tables.Table):
         empty_text = "No audit events match these filters."
 
 
-def paginate(table: tables.Table, request, *, lazy: bool = False) -> tables.Table:
+def paginate(table: tables.Table, request) -> tables.Table:
     """Sort and paginate from the query string. `per_page` is one of PER_PAGE_CHOICES, and an
     out-of-range page (past the last, below the first, or past any integer the database
     holds) shows the nearest one instead of failing."""
@@ -104,12 +107,66 @@ def paginate(table: tables.Table, request, *, lazy: bool = False) -> tables.Tabl
         page = int(request.GET.get(table.prefixed_page_field, "1"))
     except ValueError:
         page = 1
-    paginator_class = LazyPaginator if lazy else Paginator
     try:
         table.paginate(
-            paginator_class=paginator_class, per_page=per_page, page=min(max(page, 1), PAGE_MAX)
+            paginator_class=Paginator, per_page=per_page, page=min(max(page, 1), PAGE_MAX)
         )
     except (EmptyPage, PageNotAnInteger):
-        last = 1 if lazy else table.paginator.num_pages
-        table.page = table.paginator.page(last)
+        table.page = table.paginator.page(table.paginator.num_pages)
     return table
+
+
+@dataclass
+class KeysetPage:
+    """One page of a newest-first log, found by its neighbour's (created_at, id) rather than
+    an OFFSET: page 200 costs what page 1 does."""
+
+    rows: list
+    newer: str | None  # cursor of the page before (newer events), None on the first
+    older: str | None  # cursor of the page after (older events), None on the last
+
+
+def keyset_cursor(row) -> str:
+    delta = row.created_at - EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return f"{micros}.{row.pk}"
+
+
+def _parse_cursor(value: str | None):
+    micros, _, pk = (value or "").partition(".")
+    try:
+        return EPOCH + timedelta(microseconds=int(micros)), int(pk)
+    except (ValueError, OverflowError):
+        return None
+
+
+def keyset_page(queryset, request, *, per_page: int = 50) -> KeysetPage:
+    """`?before=<cursor>` pages to older events, `?after=<cursor>` to newer ones; `queryset`
+    is ordered newest first by (created_at, id). A cursor that does not parse is page 1."""
+    after = _parse_cursor(request.GET.get("after"))
+    before = _parse_cursor(request.GET.get("before"))
+    if after:
+        at, pk = after
+        rows = list(
+            queryset.filter(created_at__gte=at)
+            .filter(Q(created_at__gt=at) | Q(id__gt=pk))
+            .order_by("created_at", "id")[: per_page + 1]
+        )
+        more = len(rows) > per_page
+        rows = rows[:per_page][::-1]
+        return KeysetPage(
+            rows,
+            newer=keyset_cursor(rows[0]) if more and rows else None,
+            older=keyset_cursor(rows[-1]) if rows else None,
+        )
+    if before:
+        at, pk = before
+        queryset = queryset.filter(created_at__lte=at).filter(Q(created_at__lt=at) | Q(id__lt=pk))
+    rows = list(queryset[: per_page + 1])
+    more = len(rows) > per_page
+    rows = rows[:per_page]
+    return KeysetPage(
+        rows,
+        newer=keyset_cursor(rows[0]) if before and rows else None,
+        older=keyset_cursor(rows[-1]) if more else None,
+    )

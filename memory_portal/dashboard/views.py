@@ -16,12 +16,14 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_tables2.rows import BoundRows
 
 from memory_portal.memory import recall, selectors, services
 from memory_portal.memory.access import is_administrator
@@ -43,7 +45,7 @@ from .forms import (
     ThrottledAuthenticationForm,
     TypedDeleteForm,
 )
-from .tables import PER_PAGE_CHOICES, AuditTable, NoteTable, RunTable, paginate
+from .tables import PER_PAGE_CHOICES, AuditTable, NoteTable, RunTable, keyset_page, paginate
 
 NOT_FOUND_CODES = {"not_found", "memory_not_found", "memory_recovery_not_found"}
 MEMORY_PAGE = "dashboard/project_memory.html"
@@ -176,14 +178,7 @@ def _form_refused(request, access, form) -> HttpResponse:
 
 
 def _rows(access, request, note_ids: Iterable[str]) -> list[Note]:
-    ids = list(dict.fromkeys(note_ids))
-    found = {
-        n.pk: n
-        for n in selectors.notes_table(actor=_actor(request), project=access.project).filter(
-            pk__in=ids
-        )
-    }
-    return [found[i] for i in ids if i in found]
+    return selectors.notes_rows(actor=_actor(request), project=access.project, ids=list(note_ids))
 
 
 def _rows_response(
@@ -212,8 +207,17 @@ def _note_table(request, access, queryset, *, fixed: dict | None = None, prefix:
         data[name] = value
     agents = list(access.project.agents.order_by("name"))
     filterset = NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
-    table = paginate(NoteTable(filterset.qs), request)
+    table = _note_page(request, access, NoteTable(filterset.qs))
     return filterset, table
+
+
+def _note_page(request, access, table: NoteTable) -> NoteTable:
+    """Paginate a table over `selectors.notes_table_ids`, then load the page's own rows with
+    their relations (the ids query stays one table; the joins touch 50 rows)."""
+    table = paginate(table, request)
+    ids = [row.record.pk for row in table.page.object_list]
+    table.page.object_list = BoundRows(_rows(access, request, ids), table)
+    return table
 
 
 # --- Pages ----------------------------------------------------------------------------------
@@ -231,7 +235,7 @@ def projects(request):
 @person_view
 def project_memory(request, slug):
     access = _access(request, slug)
-    queryset = selectors.notes_table(actor=_actor(request), project=access.project)
+    queryset = selectors.notes_table_ids(actor=_actor(request), project=access.project)
     filterset, table = _note_table(request, access, queryset)
     context = {
         **_project_context(access),
@@ -319,7 +323,7 @@ def agents(request, slug):
 
 def _agent_page(request, access, agent, *, fact_form=None, status=200, preview=None):
     actor = _actor(request)
-    queryset = selectors.notes_table(actor=actor, project=access.project)
+    queryset = selectors.notes_table_ids(actor=actor, project=access.project)
     filterset, table = _note_table(request, access, queryset, fixed={"agent": agent.pk})
     context = {
         **_project_context(access),
@@ -415,7 +419,12 @@ def agent_routine(request, slug, agent_id, verb):
 def runs(request, slug):
     access = _access(request, slug)
     rows = selectors.runs_for_project(actor=_actor(request), project=access.project)
+    by_count = "notes_written" in request.GET.get("sort", "")
+    if by_count:  # sorting by it needs every run's count; otherwise the page counts its own
+        rows = rows.annotate(notes_written=Count("notes"))
     table = paginate(RunTable(rows), request)
+    if not by_count:
+        selectors.runs_notes_written([row.record for row in table.page.object_list])
     context = {**_project_context(access), "table": table, "tab": "runs"}
     return render(request, "dashboard/runs.html", context)
 
@@ -425,7 +434,7 @@ def runs(request, slug):
 def run_detail(request, slug, run_id):
     access = _access(request, slug)
     detail = selectors.run_detail(actor=_actor(request), project=access.project, run_id=run_id)
-    table = paginate(NoteTable(detail.notes), request)
+    table = _note_page(request, access, NoteTable(detail.notes))
     context = {
         **_project_context(access),
         "detail": detail,
@@ -460,17 +469,27 @@ def project_settings(request, slug):
 @person_view
 def audit(request):
     actor = _actor(request)
-    slug = request.GET.get("project")
-    if slug:
-        selectors.project_access(actor=actor, slug=slug)  # 404 for a project not theirs
-    projects_list = list(selectors.projects_for_user(user=request.user))
+    slug = request.GET.get("project", "").strip()
+    # 404 for a project not theirs (or none by that slug)
+    project = selectors.project_access(actor=actor, slug=slug).project if slug else None
     filterset = AuditFilter(
         request.GET or None,
         queryset=selectors.audit_events_for_person(actor=actor),
-        projects=projects_list,
+        project=project,
     )
-    table = paginate(AuditTable(filterset.qs), request, lazy=True)
-    context = {"filter": filterset, "table": table, "known_actions": KNOWN_ACTIONS}
+    try:
+        per_page = int(request.GET.get("per_page", ""))
+    except ValueError:
+        per_page = 50
+    page = keyset_page(
+        filterset.qs, request, per_page=per_page if per_page in PER_PAGE_CHOICES else 50
+    )
+    context = {
+        "filter": filterset,
+        "table": AuditTable([]),
+        "page": page,
+        "known_actions": KNOWN_ACTIONS,
+    }
     return render(request, "dashboard/audit.html", context)
 
 
@@ -593,7 +612,7 @@ def notes_bulk(request, slug):
     }
     wanted = form.cleaned_data["ids"]
     in_project = set(
-        selectors.notes_table(actor=actor, project=access.project)
+        selectors.notes_table_ids(actor=actor, project=access.project)
         .filter(pk__in=wanted)
         .values_list("pk", flat=True)
     )

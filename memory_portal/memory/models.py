@@ -496,6 +496,11 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["project", "-created_at"], name="audit_project_created"),
             models.Index(fields=["action", "-created_at"], name="audit_action_created"),
+            # The log's keyset pages and its exact actor filters (dashboard audit log).
+            models.Index(fields=["-created_at", "-id"], name="audit_created"),
+            models.Index(fields=["actor_label", "-created_at"], name="audit_actor_label"),
+            models.Index(fields=["actor_agent_id", "-created_at"], name="audit_actor_agent"),
+            models.Index(fields=["actor_run_id", "-created_at"], name="audit_actor_run"),
         ]
 
     def __str__(self) -> str:

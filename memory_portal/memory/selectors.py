@@ -330,8 +330,16 @@ def _hybrid_ranked(qs: QuerySet[Note], text_qs: QuerySet[Note], query: str) -> Q
 def _full_text(qs: QuerySet[Note], query: str) -> QuerySet[Note]:
     if connection.vendor == "postgresql":
         tsquery = "websearch_to_tsquery('english', %s)"
+        # The project first, then the words: the match is on an expression the GIN index does
+        # not cover, so PostgreSQL reads the project's rows (at most the cap) by its btree
+        # index and tests each stored vector, instead of collecting the word's rows across
+        # every project from the GIN index and discarding all but this project's.
         qs = qs.filter(
-            RawSQL(f"project_memory_entry.search_vector @@ {tsquery}", (query,), BooleanField())
+            RawSQL(
+                f"coalesce(project_memory_entry.search_vector, ''::tsvector) @@ {tsquery}",
+                (query,),
+                BooleanField(),
+            )
         ).annotate(rank=RawSQL(f"ts_rank(project_memory_entry.search_vector, {tsquery})", (query,)))
         return qs.order_by("-rank", "-created_at", "-id")
     for word in query.split():
@@ -605,6 +613,30 @@ def notes_admin(*, actor: Actor, project: Project) -> QuerySet[Note]:
     )
 
 
+def notes_table_ids(*, actor: Actor, project: Project) -> QuerySet[Note]:
+    """The same rows as `notes_table`, without its joins: a page filters, sorts and counts
+    these (one table, planned in microseconds), then loads only its own rows with
+    `notes_table(...).filter(pk__in=…)`. `evidence_stale` is an alias to filter on."""
+    return (
+        notes_for_actor(actor=actor, project=project)
+        .alias(
+            evidence_stale=ExpressionWrapper(
+                evidence_stale_annotation(), output_field=BooleanField()
+            )
+        )
+        .only("id")
+    )
+
+
+def notes_rows(*, actor: Actor, project: Project, ids: list[str]) -> list[Note]:
+    """`notes_table`'s rows for `ids`, in that order (ids not found are left out)."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return []
+    found = {n.pk: n for n in notes_table(actor=actor, project=project).filter(pk__in=ids)}
+    return [found[i] for i in ids if i in found]
+
+
 def note_in_project(*, actor: Actor, project: Project, note_id: str) -> Note:
     """One table row of the project (`memory_not_found` for a note of another project)."""
     note = notes_table(actor=actor, project=project).filter(pk=note_id).first()
@@ -729,7 +761,10 @@ def similar_pairs(*, project: Project, limit: int = 25) -> list[SimilarPair]:
 def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQueue:
     """What a reviewer works through. A note shows once, in the first section it belongs to."""
     now = timezone.now()
-    rows = notes_table(actor=actor, project=project).filter(status=Status.ACTIVE)
+    # Each section filters, counts and picks ids on the note table alone; the picked rows'
+    # relations are loaded once, for at most 4 × limit notes (planning a 9-table join per
+    # section cost more than running it).
+    rows = notes_table_ids(actor=actor, project=project).filter(status=Status.ACTIVE)
     not_expired = not_expired_q(now)
     sections = {
         "learned": rows.filter(not_expired, trust=Trust.LEARNED)
@@ -743,12 +778,14 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
         "stale": rows.filter(evidence_stale=True).order_by("created_at", "id"),
     }
     seen: set[str] = set()
-    picked: dict[str, list[Note]] = {}
+    picked_ids: dict[str, list[str]] = {}
     totals: dict[str, int] = {}
     for name, qs in sections.items():
         totals[name] = qs.count()
-        picked[name] = [n for n in qs[:limit] if n.pk not in seen]
-        seen.update(n.pk for n in picked[name])
+        picked_ids[name] = [pk for pk in qs.values_list("pk", flat=True)[:limit] if pk not in seen]
+        seen.update(picked_ids[name])
+    loaded = {n.pk: n for n in notes_rows(actor=actor, project=project, ids=list(seen))}
+    picked = {name: [loaded[i] for i in ids if i in loaded] for name, ids in picked_ids.items()}
     yesterday = now.date() - timedelta(days=1)
     day_rows = list(
         Note.objects.filter(project=project, kind=Kind.DAY, day=yesterday, status=Status.ACTIVE)
@@ -878,13 +915,25 @@ def agent_day_log(*, actor: Actor, agent: Agent, limit: int = 14) -> list[Note]:
 
 
 def runs_for_project(*, actor: Actor, project: Project) -> QuerySet[Run]:
+    """The project's runs, newest first. `notes_written` is not annotated here: a page counts
+    its own runs' notes (`runs_notes_written`) after the LIMIT, not every run's before it."""
     require_member(actor, project)
     return (
-        Run.objects.filter(project=project)
-        .select_related("agent")
-        .annotate(notes_written=Count("notes"))
-        .order_by("-started_at", "-id")
+        Run.objects.filter(project=project).select_related("agent").order_by("-started_at", "-id")
     )
+
+
+def runs_notes_written(runs: list[Run]) -> list[Run]:
+    """Set `notes_written` on each run of one page, in one grouped query over their ids."""
+    counts = dict(
+        Note.objects.filter(origin_run_id__in=[r.pk for r in runs])
+        .values("origin_run_id")
+        .annotate(n=Count("id"))
+        .values_list("origin_run_id", "n")
+    )
+    for run in runs:
+        run.notes_written = counts.get(run.pk, 0)
+    return runs
 
 
 def run_in_project(*, actor: Actor, project: Project, run_id: str) -> Run:
@@ -922,7 +971,7 @@ def run_detail(*, actor: Actor, project: Project, run_id: str) -> RunDetail:
         ).order_by("created_at", "id")
     )
     notes = (
-        notes_table(actor=actor, project=project)
+        notes_table_ids(actor=actor, project=project)
         .filter(origin_run_ref=run.pk)
         .order_by("-created_at", "-id")
     )

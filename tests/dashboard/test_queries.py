@@ -8,7 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from memory_portal.dashboard.tables import keyset_cursor
 from memory_portal.memory import services
+from memory_portal.memory.models import AuditEvent
 
 from .conftest import day_log_yesterday, save_fact, write_note
 
@@ -136,3 +138,43 @@ def test_a_veto_and_its_undo_stay_within_twelve_statements(world, manager_client
     assert len(settings) == expected
     note.refresh_from_db()
     assert note.is_vetoed == (verb == "veto")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["?project=acme-web", "?actor=acme-web-member", "?date_from=2020-01-01", "?action=note."],
+)
+def test_audit_filters_and_deep_pages_are_bounded(
+    world, manager_client, django_assert_max_num_queries, query
+):
+    """Each filter and a page found by its cursor: the same statements at 10 rows or 100,
+    none of them a COUNT."""
+    url = reverse("dashboard:audit") + query
+    varied_notes(world, 6)
+    few, html = count_queries(manager_client, url, django_assert_max_num_queries, 8)
+    varied_notes(world, 60, start=100)
+    many, html = count_queries(manager_client, url, django_assert_max_num_queries, 8)
+    assert many == few
+    older = keyset_cursor(AuditEvent.objects.order_by("-created_at", "-id")[5])
+    with django_assert_max_num_queries(8) as captured:
+        response = manager_client.get(url + ("&" if "?" in url else "?") + f"before={older}")
+    assert response.status_code == 200 and "Newer" in response.content.decode()
+    assert len(captured.captured_queries) == many
+    assert not any("COUNT(" in q["sql"].upper() for q in captured.captured_queries)
+
+
+def test_runs_page_counts_only_its_own_runs(world, manager_client, django_assert_max_num_queries):
+    """The runs list counts the notes of the page's runs after the LIMIT (one grouped query),
+    and sorting by that count still works."""
+    url = reverse("dashboard:runs", args=[SLUG])
+    varied_notes(world, 6)
+    few, _ = count_queries(manager_client, url, django_assert_max_num_queries, 12)
+    for _ in range(60):
+        services.run_create(actor=None, agent=world.agent)
+    many, html = count_queries(manager_client, url, django_assert_max_num_queries, 12)
+    assert many == few and html.count('data-label="Notes written"') == 50
+    sorted_html = count_queries(
+        manager_client, url + "?sort=-notes_written", django_assert_max_num_queries, 12
+    )[1]
+    first = sorted_html.split('data-label="Notes written">', 1)[1].split("<", 1)[0]
+    assert int(first) >= 1

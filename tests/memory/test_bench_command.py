@@ -75,3 +75,61 @@ def test_lock_bench_measures_other_projects_through_the_production_server():
 def test_lock_bench_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):
         call_command("memory_bench_locks", "--seconds", "1")
+
+
+@pytest.mark.django_db
+def test_bench_recall_fills_the_project_to_its_cap(settings):
+    """`memory_bench_recall --facts N` with N at the cap: the benchmark's own day log must not
+    be refused by the cap its facts then fill (it once crashed with memory_project_full)."""
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "PROJECT_NOTE_CAP": 40}
+    out = StringIO()
+    call_command("memory_bench_recall", "--facts", "40", "--repeat", "1", stdout=out)
+    assert "recall() over 40 live facts" in out.getvalue()
+    assert not Project.objects.filter(slug__startswith="bench-recall-").exists()
+
+
+@pytest.mark.django_db
+def test_bench_scale_refuses_sqlite():
+    if connection.vendor == "postgresql":
+        pytest.skip("the refusal is SQLite's")
+    with pytest.raises(CommandError, match="needs PostgreSQL"):
+        call_command("memory_bench_scale", "--sizes", "10", stdout=StringIO())
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_bench_scale_measures_every_page_through_the_server(tmp_path):
+    out = StringIO()
+    results = tmp_path / "scale.json"
+    call_command(
+        "memory_bench_scale",
+        "--sizes",
+        "2000",
+        "--repeat",
+        "1",
+        "--results",
+        str(results),
+        stdout=out,
+    )
+    text = out.getvalue()
+    for name in (
+        "projects list",
+        "audit page 1",
+        "audit deep page",
+        "audit ?project=",
+        "audit ?actor=",
+        "audit ?date_from=",
+        "runs list",
+        "project notes page",
+        "review queue",
+        "memory_search",
+        "memory_read list page",
+        "recall, 2,000 facts",
+    ):
+        assert f"| {name}" in text, name
+    import json
+
+    figures = json.loads(results.read_text())["2000"]
+    assert len(figures) == 12 and all(
+        http > 0 and floor > 0 and cpu >= 0 for http, floor, cpu in figures.values()
+    )

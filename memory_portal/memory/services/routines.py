@@ -239,6 +239,7 @@ def routine_execute(
         "expired": 0,
         "lifted": 0,
         "lift_skipped": 0,
+        "lift_full": 0,
         "flagged": 0,
         "near_duplicates": 0,
     }
@@ -247,7 +248,9 @@ def routine_execute(
         check_agent_gate(actor, setting_get(project=agent.project), write=True)
         counts["merged"] = _merge_duplicates(actor, agent, now)
         counts["renewed"], counts["expired"] = _handle_expired(actor, agent, now)
-        counts["lifted"], counts["lift_skipped"] = _lift_day_log(actor, agent, day)
+        counts["lifted"], counts["lift_skipped"], counts["lift_full"] = _lift_day_log(
+            actor, agent, day
+        )
         flagged = _flag_unrecalled(agent, now)
         counts["flagged"] = len(flagged)
         counts["flagged_ids"] = flagged[:FLAGGED_IDS_KEPT]
@@ -379,28 +382,32 @@ def liftable(line: str) -> str | None:
     return match.group("text").strip() if match else None
 
 
-def _lift_day_log(actor: Actor, agent: Agent, day: date) -> tuple[int, int]:
+def _lift_day_log(actor: Actor, agent: Agent, day: date) -> tuple[int, int, int]:
     """Step 3: lines of yesterday's day log that start with `fact:` / `learned:` become
-    facts. Identical facts stay one; forgotten, vetoed or secret-looking ones are skipped."""
-    lifted = skipped = 0
+    facts. Identical facts stay one; forgotten, vetoed or secret-looking ones are skipped.
+    A full project (or the run's note quota) does not fail the review: what fits is lifted,
+    the rest is counted (`lift_full`) and stays in the day log, where the review queue offers
+    it to lift by hand once there is room. Returns (lifted, skipped, left for lack of room)."""
+    lifted = skipped = full = 0
     for _row, line in day_log_lines(agent, day - timedelta(days=1)):
         text = liftable(line)
         if text is None:
             continue
+        if full:  # no room since an earlier line: count the rest without trying them
+            full += 1
+            continue
         try:
             result = fact_save(actor=actor, text=text)
         except MemoryPortalError as exc:
-            if exc.code in {
-                "memory_disabled",
-                "memory_not_eligible",
-                "memory_run_quota",
-                "memory_project_full",
-            }:
+            if exc.code in {"memory_project_full", "memory_run_quota"}:
+                full = 1
+                continue
+            if exc.code in {"memory_disabled", "memory_not_eligible"}:
                 raise
             skipped += 1
             continue
         lifted += int(result.created)
-    return lifted, skipped
+    return lifted, skipped, full
 
 
 def _flag_unrecalled(agent: Agent, now: datetime) -> list[str]:

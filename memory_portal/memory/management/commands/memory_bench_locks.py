@@ -18,21 +18,18 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from memory_portal.memory import services
+from memory_portal.memory import benchserver, services
 from memory_portal.memory.models import MemorySetting, Project, Stage
 
 CONFIGS = {
@@ -56,12 +53,6 @@ class Phase:
 
     def count(self, codes: dict[int, int], status: int) -> None:
         codes[status] = codes.get(status, 0) + 1
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -127,68 +118,13 @@ class Command(BaseCommand):
         notes, and every phase must measure writes, not quota refusals."""
         return [services.run_start(actor=None, agent=agent)[1] for _ in range(clients)]
 
-    def _database_url(self) -> str:
-        s = connection.settings_dict
-        auth = s["USER"] or ""
-        if s.get("PASSWORD"):
-            auth += f":{s['PASSWORD']}"
-        host = s["HOST"] or "127.0.0.1"
-        return f"postgres://{auth}@{host}:{s['PORT'] or 5432}/{s['NAME']}"
-
+    @contextmanager
     def _server(self, name: str):
-        command = self
-
-        class Server:
-            def __enter__(self):
-                self.port = _free_port()
-                env = {
-                    **os.environ,
-                    **CONFIGS[name]["env"],
-                    "DATABASE_URL": command._database_url(),
-                    "DEBUG": "false",
-                    "ALLOWED_HOSTS": "127.0.0.1",
-                    "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-" + "x" * 60,
-                    "MEMORY_PORTAL_HTTPS": "false",
-                    # API calls only: plain static names, so no collectstatic is needed to
-                    # start (the WSGI module refuses to start without collected static files).
-                    "MEMORY_PORTAL_PLAIN_STATIC": "true",
-                }
-                self.proc = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "gunicorn",
-                        "memory_portal.wsgi",
-                        *CONFIGS[name]["args"],
-                        "--bind",
-                        f"127.0.0.1:{self.port}",
-                    ],
-                    cwd=settings.BASE_DIR,
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    try:
-                        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                        conn.request("GET", "/api/openapi.json")
-                        if conn.getresponse().status == 200:
-                            return self.port
-                    except OSError:
-                        time.sleep(0.2)
-                self.__exit__(None, None, None)
-                raise CommandError(f"gunicorn ({name}) did not start within 30 s.")
-
-            def __exit__(self, *exc):
-                self.proc.terminate()
-                try:
-                    self.proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(5)
-
-        return Server()
+        try:
+            with benchserver.gunicorn(CONFIGS[name]["args"], CONFIGS[name]["env"]) as server:
+                yield server.port
+        except benchserver.ServerDidNotStart as exc:
+            raise CommandError(f"gunicorn ({name}): {exc}") from exc
 
     # -- measuring ------------------------------------------------------------------------
 
@@ -201,7 +137,7 @@ class Command(BaseCommand):
         stop_at = time.monotonic() + seconds
         holder = None
         if held:
-            holder = psycopg.connect(self._database_url(), autocommit=False)
+            holder = psycopg.connect(benchserver.database_url(), autocommit=False)
             holder.execute(
                 "SELECT id FROM project_memory_setting WHERE project_id = %s FOR UPDATE",
                 [project_a.pk],

@@ -88,9 +88,10 @@ class Command(BaseCommand):
             )
             run = services.run_create(actor=None, agent=agent, task_key="BENCH-1")
             actor = Actor.agent_run(run)
-            self._fill(project, agent, texts, facts)
+            # The day log first: once N facts are in, a project at the cap refuses writes.
             for i in range(20):
                 services.day_append(actor=actor, line=f"bench line {i}: checked the deploy")
+            self._fill(project, agent, texts, facts)
             self._measure(actor, queries, facts, repeat)
         finally:
             if keep:

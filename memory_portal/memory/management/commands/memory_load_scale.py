@@ -1,0 +1,40 @@
+"""`memory_load_scale --notes N`: grow the PostgreSQL database to N notes in projects of 2,000
+(memory_portal/memory/scale.py). Idempotent: a second call with the same N loads nothing."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+
+from memory_portal.memory.scale import load_scale
+
+
+class Command(BaseCommand):
+    help = "Grow the database to N notes of realistic shape (PostgreSQL only)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--notes", type=int, required=True, help="notes the database holds")
+        parser.add_argument("--seed", type=int, default=1)
+
+    def handle(self, *args, notes: int, seed: int, **options) -> None:
+        if connection.vendor != "postgresql":
+            raise CommandError(
+                "memory_load_scale needs PostgreSQL: set DATABASE_URL=postgres://… (SQLite is "
+                "not a target for a million notes)."
+            )
+        if notes < 0:
+            raise CommandError("--notes must be 0 or more.")
+
+        def progress(done: int, seconds: float) -> None:
+            if options["verbosity"] >= 2:
+                self.stdout.write(f"  {done:,} notes, {seconds:.0f} s")
+
+        result = load_scale(notes=notes, seed=seed, progress=progress)
+        if not result.loaded:
+            self.stdout.write(f"The database holds {result.after:,} notes already; nothing loaded.")
+            return
+        self.stdout.write(
+            f"Loaded {result.loaded:,} notes in {result.projects} projects in "
+            f"{result.seconds:.1f} s ({result.rate:,.0f} notes/s); the database holds "
+            f"{result.after:,} notes."
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 import httpx2
@@ -28,8 +29,10 @@ async def mcp_session(url: str, token: str | None):
 
 def run(coroutine):
     """The tests are synchronous (the database fixtures are); each MCP exchange runs on a
-    loop of its own."""
-    return asyncio.run(coroutine)
+    loop of its own, in a thread of its own: Playwright's sync API (the browser tests) leaves
+    an event loop running in the main thread, where asyncio.run() refuses to start."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def result_json(result) -> dict:

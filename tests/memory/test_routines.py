@@ -329,8 +329,9 @@ def test_the_first_day_line_starts_the_routine_audited(world):
 
 
 def test_review_statements_do_not_grow_with_the_agents_facts(world):
-    """A review that changes nothing costs the same statements at 5 facts or 60 (34 today on
-    SQLite for a manual run, its claim included: issue "Fast at a million notes" aims at 20)."""
+    """A review that changes nothing costs the same statements at 5 facts or 60 (35 today on
+    SQLite for a manual run, its claim and the near-duplicate step included; PostgreSQL adds its
+    two lock-wait settings: issue "Fast at a million notes" aims at 20)."""
     from django.db import connection as conn
     from django.test.utils import CaptureQueriesContext
 
@@ -344,4 +345,4 @@ def test_review_statements_do_not_grow_with_the_agents_facts(world):
 
     few = review_after(5, 0)
     many = review_after(55, 100)
-    assert many == few and few <= 36
+    assert many == few and few <= 37

@@ -27,7 +27,7 @@ async def mcp_session(url: str, token: str | None):
         yield client
 
 
-def run(coroutine):
+def run_on_loop(coroutine):
     """The tests are synchronous (the database fixtures are); each MCP exchange runs on a
     loop of its own, in a thread of its own: Playwright's sync API (the browser tests) leaves
     an event loop running in the main thread, where asyncio.run() refuses to start."""

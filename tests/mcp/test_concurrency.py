@@ -20,7 +20,7 @@ from django.db import connection
 from memory_portal.memory import services
 from memory_portal.memory.models import Note, Stage, ToolCallCount
 
-from .conftest import mcp_session, result_json, run
+from .conftest import mcp_session, result_json, run_on_loop
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -106,7 +106,7 @@ def test_concurrent_mcp_clients_through_gunicorn(gunicorn_url, world):
         return await asyncio.gather(*(client(i, t) for i, (_, t) in enumerate(tokens)))
 
     started = time.monotonic()
-    ids = run(everyone())
+    ids = run_on_loop(everyone())
     elapsed = time.monotonic() - started
     assert len({i for per_client in ids for i in per_client}) == CLIENTS * WRITES
     assert Note.objects.filter(pk__in=[i for c in ids for i in c]).count() == CLIENTS * WRITES
@@ -130,10 +130,10 @@ def test_a_held_project_lock_is_a_memory_busy_tool_error(live_server, world):
             return await session.call_tool("memory_write", arguments)
 
     with setting_row_held(world.project):
-        busy = run(write())
+        busy = run_on_loop(write())
     assert busy.is_error
     error = result_json(busy)
     assert error["code"] == "memory_busy" and "Retry" in error["hint"]
     assert not Note.objects.filter(content=arguments["content"]).exists()
-    assert not run(write()).is_error
+    assert not run_on_loop(write()).is_error
     assert ToolCallCount.objects.get(run=world.run, tool="mcp:write", outcome="memory_busy")

@@ -18,7 +18,7 @@ from memory_portal.memory import services
 from memory_portal.memory.models import Note, ToolCallCount
 from tests.conftest import build_world
 
-from .conftest import mcp_session, result_json, run
+from .conftest import mcp_session, result_json, run_on_loop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +53,7 @@ def list_tools(url: str, token: str) -> list:
         async with mcp_session(url, token) as client:
             return (await client.list_tools()).tools
 
-    return run(go())
+    return run_on_loop(go())
 
 
 def call(url: str, token: str, name: str, arguments: dict | None = None):
@@ -61,7 +61,7 @@ def call(url: str, token: str, name: str, arguments: dict | None = None):
         async with mcp_session(url, token) as client:
             return await client.call_tool(name, arguments or {})
 
-    return run(go())
+    return run_on_loop(go())
 
 
 def refusal(result) -> dict:
@@ -117,7 +117,7 @@ def test_the_initialize_handshake_works_too(mcp_url, run_tokens):
             tools = (await client.list_tools()).tools
             return client.protocol_version, client.server_info.name, len(tools)
 
-    version, name, count = run(go())
+    version, name, count = run_on_loop(go())
     assert version == "2025-11-25" and name == "memory-portal" and count == 13
 
 
@@ -157,7 +157,7 @@ def test_every_tool_answers_as_its_http_route(mcp_url, run_tokens, world):
             last_read = result_json(await c.call_tool("memory_read", {"id": note["id"]}))
             return answers, last_read
 
-    answers, last_read = run(go())
+    answers, last_read = run_on_loop(go())
     assert set(answers) == {t.name for t in list_tools(mcp_url, token)}
     note_id = answers["memory_write"]["id"]
     assert answers["memory_write"]["created"] is True
@@ -263,7 +263,7 @@ def test_the_start_prompt_is_the_start_recall_block(mcp_url, run_tokens, world):
             prompts = (await client.list_prompts()).prompts
             return prompts, await client.get_prompt(mcp_server.START_PROMPT)
 
-    prompts, prompt = run(go())
+    prompts, prompt = run_on_loop(go())
     assert [p.name for p in prompts] == ["memory_start"]
     text = prompt.messages[0].content.text
     assert text.startswith("--- MEMORY ---") and "Use the blue deploy pipeline." in text

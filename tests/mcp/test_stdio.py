@@ -16,7 +16,7 @@ import memory_portal
 from memory_portal.memory import services
 from memory_portal.memory.models import Note, Run, ToolCallCount
 
-from .conftest import result_json, run
+from .conftest import result_json, run_on_loop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,7 +49,7 @@ def test_memory_mcp_lists_the_tools_and_calls_one(live_server, run_tokens, world
             prompt = await client.get_prompt("memory_start")
             return tools, wrote, refused, prompt
 
-    tools, wrote, refused, prompt = run(go())
+    tools, wrote, refused, prompt = run_on_loop(go())
     assert len(tools) == 13 and tools[0].name == "memory_write"
     assert not wrote.is_error
     assert Note.objects.get(pk=result_json(wrote)["id"]).content == "Stdio clients work too."

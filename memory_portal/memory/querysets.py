@@ -1,0 +1,34 @@
+"""The query rules of notes: the one "expired" rule (a note expires once its expiry is
+reached; no expiry, never) and the note queryset built on it. Re-exported by models.py."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from .choices import Status, Trust
+
+# The two Qs and the check of one value below are the expiry rule, each the others' complement.
+
+
+def expired_q(now=None) -> Q:
+    """Notes whose expiry has been reached."""
+    return Q(expires_at__lte=now or timezone.now())
+
+
+def not_expired_q(now=None) -> Q:
+    """Notes without an expiry or whose expiry is still ahead."""
+    return Q(expires_at__isnull=True) | Q(expires_at__gt=now or timezone.now())
+
+
+def is_expired(expires_at, now=None) -> bool:
+    """The rule for one note's expiry."""
+    return expires_at is not None and expires_at <= (now or timezone.now())
+
+
+class NoteQuerySet(models.QuerySet):
+    def live(self, now=None):
+        """Active, not expired, not rejected (the daily review's working set; what agents are
+        served is decided by selectors.agent_visible_q)."""
+        return self.filter(not_expired_q(now), status=Status.ACTIVE).exclude(trust=Trust.REJECTED)

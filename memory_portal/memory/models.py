@@ -24,7 +24,13 @@ from .choices import (  # noqa: F401 (re-exported)
     Trust,
 )
 from .ids import new_agent_id, new_item_id, new_note_id, new_recovery_id, new_run_id
-from .querysets import NoteQuerySet, expired_q, is_expired, not_expired_q  # noqa: F401
+from .querysets import (  # noqa: F401 (re-exported)
+    NoteQuerySet,
+    expired_q,
+    is_expired,
+    not_expired_q,
+    refused_q,
+)
 from .run_records import (  # noqa: F401 (re-exported)
     ReviewRoutine,
     ReviewRun,

@@ -1,5 +1,6 @@
 """The query rules of notes: the one "expired" rule (a note expires once its expiry is
-reached; no expiry, never) and the note queryset built on it. Re-exported by models.py."""
+reached; no expiry, never), content a person refused, and the note queryset. Re-exported by
+models.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .choices import Status, Trust
+from .choices import REASON_VETOED, Status, Trust
 
 # The two Qs and the check of one value below are the expiry rule, each the others' complement.
 
@@ -25,6 +26,16 @@ def not_expired_q(now=None) -> Q:
 def is_expired(expires_at, now=None) -> bool:
     """The rule for one note's expiry."""
     return expires_at is not None and expires_at <= (now or timezone.now())
+
+
+def refused_q() -> Q:
+    """Notes whose content a person removed (forgotten, rejected or vetoed): that content never
+    comes back live, whether written again, imported or brought back by a revert."""
+    return (
+        Q(status=Status.FORGOTTEN)
+        | Q(trust=Trust.REJECTED)
+        | Q(status=Status.ARCHIVED, archive_reason=REASON_VETOED)
+    )
 
 
 class NoteQuerySet(models.QuerySet):

@@ -100,7 +100,7 @@ class ReviewRun(models.Model):
 
 class RunRevert(models.Model):
     """One revert of a run (and its nested runs): exactly what it changed, note by note, so
-    its undo puts back that and nothing else (services/revert.py)."""
+    its undo puts back that and nothing else (services/revert.py, revert_undo.py)."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_revert_id, editable=False)
     project = models.ForeignKey("Project", on_delete=models.CASCADE, related_name="run_reverts")

@@ -17,7 +17,6 @@ from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
 from ..models import (
-    REASON_VETOED,
     Agent,
     Application,
     AuditEvent,
@@ -28,7 +27,7 @@ from ..models import (
     Recovery,
     Repository,
     Status,
-    Trust,
+    refused_q,
 )
 from ..validation import day_row_identity, stamp_identity
 from . import format as fmt
@@ -275,11 +274,7 @@ def _refuse_clashes(project: Project, rows: list[Note]) -> None:
         )
     refused = (
         Note.objects.filter(project=project, content_key__in=[n.content_key for n in active])
-        .filter(
-            Q(status=Status.FORGOTTEN)
-            | Q(trust=Trust.REJECTED)
-            | Q(status=Status.ARCHIVED, archive_reason=REASON_VETOED)
-        )
+        .filter(refused_q())
         .values_list("pk", flat=True)
         .first()
     )

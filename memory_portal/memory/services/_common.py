@@ -62,6 +62,22 @@ def bump(setting: MemorySetting, *, wrote_note: bool = False, **fields) -> None:
     setting.save(update_fields=update)
 
 
+def save_note_change(
+    note: Note,
+    *fields: str,
+    actor: Actor | None,
+    setting: MemorySetting,
+    action: AuditAction,
+    **audit_fields,
+) -> None:
+    """One change to an existing note, recorded: its `fields` saved (with `updated_at`), the
+    project's revision advanced and the action audited (`audit_fields`: details, recovery_id)."""
+    note.updated_at = timezone.now()
+    note.save(update_fields=[*fields, "updated_at"])
+    bump(setting)
+    audit(actor=actor, action=action, project=note.project, note=note, **audit_fields)
+
+
 def audit(**kwargs) -> AuditEvent:
     """Record who did what. `details` carries ids, counts and reasons, never note content."""
     return fastsql.insert(audit_event(**kwargs))

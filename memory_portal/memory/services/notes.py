@@ -66,7 +66,7 @@ from ..validation import (
     stamp_identity,
     tags_to_text,
 )
-from ._common import audit, audit_event, bump, lock_setting
+from ._common import audit, audit_event, bump, lock_setting, save_note_change
 from .schedule import routine_ensure
 from .vectors import stamp_vector
 
@@ -944,13 +944,12 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now
         old.superseded_by = keeper
-        _save(old, "status", "archive_reason", "archived_at", "superseded_by")
-        bump(setting)
-        audit(
+        save_note_change(
+            old,
+            *("status", "archive_reason", "archived_at", "superseded_by"),
             actor=actor,
+            setting=setting,
             action=AuditAction.NOTE_MERGE,
-            project=old.project,
-            note=old,
             details={"into": keeper.pk},
         )
     return old

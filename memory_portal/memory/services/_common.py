@@ -63,15 +63,16 @@ def bump(setting: MemorySetting, *, wrote_note: bool = False, **fields) -> None:
 
 
 def save_note_change(
-    note: Note,
-    *fields: str,
     actor: Actor | None,
     setting: MemorySetting,
+    note: Note,
+    fields: tuple[str, ...],
     action: AuditAction,
     **audit_fields,
 ) -> None:
     """One change to an existing note, recorded: its `fields` saved (with `updated_at`), the
-    project's revision advanced and the action audited (`audit_fields`: details, recovery_id)."""
+    project's revision advanced (`setting` is locked) and the action audited (`audit_fields`:
+    details, recovery_id)."""
     note.updated_at = timezone.now()
     note.save(update_fields=[*fields, "updated_at"])
     bump(setting)

@@ -944,13 +944,9 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now
         old.superseded_by = keeper
+        fields = ("status", "archive_reason", "archived_at", "superseded_by")
         save_note_change(
-            old,
-            *("status", "archive_reason", "archived_at", "superseded_by"),
-            actor=actor,
-            setting=setting,
-            action=AuditAction.NOTE_MERGE,
-            details={"into": keeper.pk},
+            actor, setting, old, fields, AuditAction.NOTE_MERGE, details={"into": keeper.pk}
         )
     return old
 

@@ -258,14 +258,9 @@ def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
     note.archive_reason = ""
     note.archived_at = None
     note.superseded_by = None
-    save_note_change(
-        note,
-        *("status", "archive_reason", "archived_at", "superseded_by"),
-        actor=actor,
-        setting=setting,
-        action=AuditAction.NOTE_UNARCHIVE,
-        details={"was": "superseded", "superseded_by": item["superseded_by"]},
-    )
+    fields = ("status", "archive_reason", "archived_at", "superseded_by")
+    details = {"was": "superseded", "superseded_by": item["superseded_by"]}
+    save_note_change(actor, setting, note, fields, AuditAction.NOTE_UNARCHIVE, details=details)
     return item
 
 

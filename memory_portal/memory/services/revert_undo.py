@@ -51,14 +51,8 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
             created_at=parse_datetime(item["created_at"]),
         )
         note.status = Status.FORGOTTEN
-        save_note_change(
-            note,
-            "status",
-            actor=actor,
-            setting=setting,
-            action=AuditAction.NOTE_FORGET,
-            recovery_id=item["recovery"],
-        )
+        forget = AuditAction.NOTE_FORGET
+        save_note_change(actor, setting, note, ("status",), forget, recovery_id=item["recovery"])
         return None
     if note.status != Status.ACTIVE:
         return "changed_since"
@@ -76,14 +70,8 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
     else:
         note.archive_reason = item["reason"]
         fields = ("status", "archive_reason", "archived_at")
-    save_note_change(
-        note,
-        *fields,
-        actor=actor,
-        setting=setting,
-        action=AuditAction.NOTE_ARCHIVE,
-        details={"reason": note.archive_reason},
-    )
+    details = {"reason": note.archive_reason}
+    save_note_change(actor, setting, note, fields, AuditAction.NOTE_ARCHIVE, details=details)
     return None
 
 

@@ -43,6 +43,14 @@ from ._common import audit, audit_context, bump, lock_setting, save_note_change
 
 # More changes than this need the run id typed as a confirmation.
 CONFIRM_THRESHOLD = 20
+# A restored note's recovery record: its fields a `restore` item keeps as they are (with the
+# user's id as `forgotten_by_user` and the time in ISO 8601), so the undo can make it again.
+RECOVERY_KEPT = (
+    "previous_status",
+    "forgotten_by_agent_id",
+    "forgotten_by_run_id",
+    "forgotten_by_top_level_run_id",
+)
 
 
 @dataclass(frozen=True)
@@ -316,11 +324,8 @@ def run_revert(
                         "note": note.pk,
                         "action": "restore",
                         "recovery": recovery.pk,
-                        "previous_status": recovery.previous_status,
+                        **{name: getattr(recovery, name) for name in RECOVERY_KEPT},
                         "forgotten_by_user": recovery.forgotten_by_user_id,
-                        "forgotten_by_agent_id": recovery.forgotten_by_agent_id,
-                        "forgotten_by_run_id": recovery.forgotten_by_run_id,
-                        "forgotten_by_top_level_run_id": recovery.forgotten_by_top_level_run_id,
                         "created_at": recovery.created_at.isoformat(),
                     }
                     note_services.note_restore(actor=actor, recovery_id=recovery.pk)

@@ -16,7 +16,7 @@ from ..errors import MemoryPortalError
 from ..models import REASON_SUPERSEDED, Note, Recovery, RunRevert, Status
 from . import notes as note_services
 from ._common import audit_context, lock_setting, save_note_change
-from .revert import record_revert
+from .revert import RECOVERY_KEPT, record_revert
 
 
 def _undo_item(actor: Actor, item: dict, setting) -> str | None:
@@ -43,12 +43,9 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
             id=item["recovery"],
             project_id=note.project_id,
             note=note,
-            previous_status=item["previous_status"],
             forgotten_by_user_id=item["forgotten_by_user"],
-            forgotten_by_agent_id=item["forgotten_by_agent_id"],
-            forgotten_by_run_id=item["forgotten_by_run_id"],
-            forgotten_by_top_level_run_id=item["forgotten_by_top_level_run_id"],
             created_at=parse_datetime(item["created_at"]),
+            **{name: item[name] for name in RECOVERY_KEPT},
         )
         note.status = Status.FORGOTTEN
         forget = AuditAction.NOTE_FORGET

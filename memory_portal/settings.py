@@ -17,36 +17,37 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MEMORY_PORTAL_VAR_DIR", BASE_DIR / "var"))
 
 
-def env_bool(name: str, default: bool) -> bool:
+def _env(name: str, default, parse, expected: str):
+    """The variable read with `parse`, or `default` when unset or empty; a value `parse`
+    refuses (ValueError) stops the start-up, naming the variable."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be {expected}, not {raw!r}.") from exc
+
+
+def _parse_bool(raw: str) -> bool:
     value = raw.strip().lower()
     if value in {"1", "true", "yes", "on"}:
         return True
     if value in {"0", "false", "no", "off"}:
         return False
-    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}.")
+    raise ValueError(raw)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    return _env(name, default, _parse_bool, "true or false")
 
 
 def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}.") from exc
+    return _env(name, default, int, "an integer")
 
 
 def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}.") from exc
+    return _env(name, default, float, "a number")
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

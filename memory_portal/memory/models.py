@@ -1,5 +1,7 @@
 """The memory domain's tables: context objects, the memory setting, notes, recoveries,
-scratchpads, audit events and the per-run tool-call trace (SPEC §2)."""
+scratchpads and audit events (SPEC §2). The fields' choices are in choices.py, the notes'
+query rules in querysets.py and the records kept about runs (trace, start recall, daily
+review, reverts) in run_records.py; all are re-exported here, the one import for callers."""
 
 from __future__ import annotations
 
@@ -8,72 +10,35 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .ids import (
-    new_agent_id,
-    new_item_id,
-    new_note_id,
-    new_recovery_id,
-    new_revert_id,
-    new_run_id,
+from .choices import (  # noqa: F401 (re-exported)
+    REASON_EXPIRED,
+    REASON_SUPERSEDED,
+    REASON_VETOED,
+    Kind,
+    Role,
+    RunStatus,
+    Scope,
+    Stage,
+    Status,
+    Target,
+    Trust,
+)
+from .ids import new_agent_id, new_item_id, new_note_id, new_recovery_id, new_run_id
+from .querysets import (  # noqa: F401 (re-exported)
+    NoteQuerySet,
+    expired_q,
+    is_expired,
+    not_expired_q,
+    refused_q,
+)
+from .run_records import (  # noqa: F401 (re-exported)
+    ReviewRoutine,
+    ReviewRun,
+    RunRevert,
+    StartRecall,
+    ToolCallCount,
 )
 from .validation import task_text
-
-
-class Stage(models.TextChoices):
-    ASSESS = "assess"
-    UNDERSTAND = "understand"
-    DESIGN = "design"
-    IMPLEMENT = "implement"
-    REVIEW = "review"
-    RUNTIME = "runtime"
-
-
-class Scope(models.TextChoices):
-    PROJECT = "project"
-    APPLICATION = "application"
-    AGENT = "agent"
-
-
-class Kind(models.TextChoices):
-    FACT = "fact"
-    LESSON = "lesson"
-    DECISION = "decision"
-    NAVIGATION = "navigation"
-    DAY = "day"
-
-
-class Target(models.TextChoices):
-    LONG_TERM = "long_term"
-    DAILY = "daily"
-
-
-class Trust(models.TextChoices):
-    LEARNED = "learned"
-    REVIEWED = "reviewed"
-    REJECTED = "rejected"
-
-
-class Status(models.TextChoices):
-    ACTIVE = "active"
-    ARCHIVED = "archived"
-    FORGOTTEN = "forgotten"
-
-
-class RunStatus(models.TextChoices):
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-
-
-class Role(models.TextChoices):
-    MEMBER = "member"
-    MANAGER = "manager"
-
-
-# Archive reasons the product itself sets; any other reason is free text from a person or agent.
-REASON_VETOED = "vetoed"
-REASON_SUPERSEDED = "superseded"
-REASON_EXPIRED = "expired"
 
 
 class Project(models.Model):
@@ -285,32 +250,6 @@ class MemorySetting(models.Model):
         return f"memory of project {self.project_id}"
 
 
-# The one "expired" rule: a note expires once its expiry is reached; no expiry, never. The two
-# Qs and the check of one value below are that rule, each the others' complement.
-
-
-def expired_q(now=None) -> Q:
-    """Notes whose expiry has been reached."""
-    return Q(expires_at__lte=now or timezone.now())
-
-
-def not_expired_q(now=None) -> Q:
-    """Notes without an expiry or whose expiry is still ahead."""
-    return Q(expires_at__isnull=True) | Q(expires_at__gt=now or timezone.now())
-
-
-def is_expired(expires_at, now=None) -> bool:
-    """The rule for one note's expiry."""
-    return expires_at is not None and expires_at <= (now or timezone.now())
-
-
-class NoteQuerySet(models.QuerySet):
-    def live(self, now=None):
-        """Active, not expired, not rejected (the daily review's working set; what agents are
-        served is decided by selectors.agent_visible_q)."""
-        return self.filter(not_expired_q(now), status=Status.ACTIVE).exclude(trust=Trust.REJECTED)
-
-
 class Note(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_note_id, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="notes")
@@ -505,123 +444,3 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.note_ref or self.target_ref}"
-
-
-class ToolCallCount(models.Model):
-    """The trace of a run's tool calls: one counter per (tool, outcome code)."""
-
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_call_counts")
-    tool = models.CharField(max_length=40)
-    outcome = models.CharField(max_length=40)
-    count = models.PositiveIntegerField(default=0)
-    last_called_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["run", "tool", "outcome"], name="tool_call_unique"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.run_id} {self.tool} {self.outcome}: {self.count}"
-
-
-class StartRecall(models.Model):
-    """When a top-level run last had its start-of-run recall (the 24-hour skip window)."""
-
-    top_level_run_id = models.CharField(max_length=40, unique=True)
-    agent_id = models.CharField(max_length=40)
-    recalled_at = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return f"{self.top_level_run_id} @ {self.recalled_at:%Y-%m-%d %H:%M}"
-
-
-class ReviewRoutine(models.Model):
-    """An agent's daily review ("Memory dreaming"), created by its first save; due every day
-    at 04:00 UTC. Deleting it keeps the row (deleted_at) so a later save does not revive it."""
-
-    NAME = "Memory dreaming"
-
-    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="review_routine")
-    paused = models.BooleanField(default=False)
-    next_run_at = models.DateTimeField()
-    last_run_at = models.DateTimeField(null=True, blank=True)
-    deleted_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        indexes = [models.Index(fields=["paused", "next_run_at"], name="routine_due")]
-
-    def __str__(self) -> str:
-        return f"{self.NAME} of {self.agent_id}"
-
-    @property
-    def state(self) -> str:
-        if self.deleted_at is not None:
-            return "deleted"
-        return "paused" if self.paused else "active"
-
-
-class ReviewRun(models.Model):
-    """One execution of a routine and what it did. A scheduled run is unique per routine and
-    UTC day, which is what keeps overlapping cron invocations from running a day twice."""
-
-    TRIGGERS = [("schedule", "schedule"), ("manual", "manual")]
-
-    routine = models.ForeignKey(ReviewRoutine, on_delete=models.CASCADE, related_name="runs")
-    day = models.DateField()
-    trigger = models.CharField(max_length=10, choices=TRIGGERS)
-    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.RUNNING)
-    run_ref = models.CharField(max_length=40, blank=True)
-    counts = models.JSONField(default=dict, blank=True)
-    error_code = models.CharField(max_length=64, blank=True)
-    started_at = models.DateTimeField(default=timezone.now)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-started_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["routine", "day"],
-                condition=Q(trigger="schedule"),
-                name="review_run_once_per_day",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.routine_id} {self.day} {self.trigger} {self.status}"
-
-
-class RunRevert(models.Model):
-    """One revert of a run (and its nested runs): exactly what it changed, note by note, so
-    its undo puts back that and nothing else (services/revert.py)."""
-
-    id = models.CharField(primary_key=True, max_length=40, default=new_revert_id, editable=False)
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="run_reverts")
-    run = models.ForeignKey(
-        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="reverts"
-    )
-    run_ref = models.CharField(max_length=40, db_index=True)
-    run_ids = models.JSONField(default=list, blank=True)
-    # One entry per changed note: {"note", "action", …what undo needs to put it back}.
-    items = models.JSONField(default=list, blank=True)
-    counts = models.JSONField(default=dict, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-    undone_at = models.DateTimeField(null=True, blank=True)
-    undone_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-
-    class Meta:
-        db_table = "project_memory_run_revert"
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.id} of {self.run_ref}"
-
-    @property
-    def undone(self) -> bool:
-        return self.undone_at is not None

@@ -258,30 +258,22 @@ def content_identity(
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+# A note's fields content_identity reads (its place, then its content).
+IDENTITY_FIELDS = ("kind", "scope", "target", "day", "application_id", "owner_agent_id", "content")
+# The place of an agent's own fact, its owner aside.
+AGENT_FACT_PLACE = dict(
+    kind="fact", scope="agent", target="long_term", day=None, application_id=None
+)
+
+
 def note_identity(note) -> str:
     """The idempotency key of an unsaved note, from its place and content."""
-    return content_identity(
-        kind=note.kind,
-        scope=note.scope,
-        target=note.target,
-        day=note.day,
-        application_id=note.application_id,
-        owner_agent_id=note.owner_agent_id,
-        content=note.content,
-    )
+    return content_identity(**{name: getattr(note, name) for name in IDENTITY_FIELDS})
 
 
 def agent_fact_identity(*, owner_agent_id: str, content: str) -> str:
     """The idempotency key of an agent's own fact (a v1 save, a lift from the day log)."""
-    return content_identity(
-        kind="fact",
-        scope="agent",
-        target="long_term",
-        day=None,
-        application_id=None,
-        owner_agent_id=owner_agent_id,
-        content=content,
-    )
+    return content_identity(**AGENT_FACT_PLACE, owner_agent_id=owner_agent_id, content=content)
 
 
 def stamp_identity(note) -> None:

@@ -29,7 +29,8 @@ from .projects import (
     repository_create,
     repository_link_set,
 )
-from .revert import run_revert, run_revert_undo
+from .revert import run_revert
+from .revert_undo import run_revert_undo
 from .routines import (
     routine_delete,
     routine_execute,

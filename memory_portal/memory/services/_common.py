@@ -62,6 +62,23 @@ def bump(setting: MemorySetting, *, wrote_note: bool = False, **fields) -> None:
     setting.save(update_fields=update)
 
 
+def save_note_change(
+    actor: Actor | None,
+    setting: MemorySetting,
+    note: Note,
+    fields: tuple[str, ...],
+    action: AuditAction,
+    **audit_fields,
+) -> None:
+    """One change to an existing note, recorded: its `fields` saved (with `updated_at`), the
+    project's revision advanced (`setting` is locked) and the action audited (`audit_fields`:
+    details, recovery_id)."""
+    note.updated_at = timezone.now()
+    note.save(update_fields=[*fields, "updated_at"])
+    bump(setting)
+    audit(actor=actor, action=action, project=note.project, note=note, **audit_fields)
+
+
 def audit(**kwargs) -> AuditEvent:
     """Record who did what. `details` carries ids, counts and reasons, never note content."""
     return fastsql.insert(audit_event(**kwargs))

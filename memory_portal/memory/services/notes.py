@@ -66,7 +66,7 @@ from ..validation import (
     stamp_identity,
     tags_to_text,
 )
-from ._common import audit, audit_event, bump, lock_setting
+from ._common import audit, audit_event, bump, lock_setting, save_note_change
 from .schedule import routine_ensure
 from .vectors import stamp_vector
 
@@ -944,14 +944,9 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now
         old.superseded_by = keeper
-        _save(old, "status", "archive_reason", "archived_at", "superseded_by")
-        bump(setting)
-        audit(
-            actor=actor,
-            action=AuditAction.NOTE_MERGE,
-            project=old.project,
-            note=old,
-            details={"into": keeper.pk},
+        fields = ("status", "archive_reason", "archived_at", "superseded_by")
+        save_note_change(
+            actor, setting, old, fields, AuditAction.NOTE_MERGE, details={"into": keeper.pk}
         )
     return old
 

@@ -4,7 +4,8 @@ A revert is built from the note services: the shared notes the runs wrote that a
 active are forgotten (recovery records), their facts and day rows vetoed — the manager who
 reverts is the person recorded on the veto — and what the runs superseded, archived or forgot
 comes back where the rules allow. Notes a person already reviewed stay unless ticked. The
-RunRevert row keeps exactly what was changed, so its undo puts back that and nothing else.
+RunRevert row keeps exactly what was changed, so its undo (revert_undo.py) puts back that
+and nothing else.
 
 Which notes belong to a run is their provenance (`origin_run_ref`): an idempotent write that
 was answered with another run's note id did not write that note, so reverting the later run
@@ -16,13 +17,11 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from ..access import require_manager, require_person
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..errors import MemoryPortalError, invalid
+from ..errors import invalid
 from ..ids import new_revert_id
 from ..models import (
     REASON_EXPIRED,
@@ -37,12 +36,21 @@ from ..models import (
     Scope,
     Status,
     Trust,
+    refused_q,
 )
 from . import notes as note_services
-from ._common import audit, audit_context, bump, lock_setting
+from ._common import audit, audit_context, bump, lock_setting, save_note_change
 
 # More changes than this need the run id typed as a confirmation.
 CONFIRM_THRESHOLD = 20
+# A restored note's recovery record: its fields a `restore` item keeps as they are (with the
+# user's id as `forgotten_by_user` and the time in ISO 8601), so the undo can make it again.
+RECOVERY_KEPT = (
+    "previous_status",
+    "forgotten_by_agent_id",
+    "forgotten_by_run_id",
+    "forgotten_by_top_level_run_id",
+)
 
 
 @dataclass(frozen=True)
@@ -129,15 +137,7 @@ def _blocked_reason(note: Note, removal_ids: set[str]) -> str | None:
     if note.trust == Trust.REJECTED:
         return "rejected"
     others = Note.objects.filter(project_id=note.project_id).exclude(pk__in=removal_ids | {note.pk})
-    if (
-        note.content_key
-        and others.filter(
-            Q(status=Status.FORGOTTEN)
-            | Q(trust=Trust.REJECTED)
-            | Q(status=Status.ARCHIVED, archive_reason=REASON_VETOED),
-            content_key=note.content_key,
-        ).exists()
-    ):
+    if note.content_key and others.filter(refused_q(), content_key=note.content_key).exists():
         return "content_refused"
     if others.filter(status=Status.ACTIVE, content_hash=note.content_hash).exists():
         return "duplicate_live"
@@ -266,15 +266,9 @@ def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
     note.archive_reason = ""
     note.archived_at = None
     note.superseded_by = None
-    note_services._save(note, "status", "archive_reason", "archived_at", "superseded_by")
-    bump(setting)
-    audit(
-        actor=actor,
-        action=AuditAction.NOTE_UNARCHIVE,
-        project=note.project,
-        note=note,
-        details={"was": "superseded", "superseded_by": item["superseded_by"]},
-    )
+    fields = ("status", "archive_reason", "archived_at", "superseded_by")
+    details = {"was": "superseded", "superseded_by": item["superseded_by"]}
+    save_note_change(actor, setting, note, fields, AuditAction.NOTE_UNARCHIVE, details=details)
     return item
 
 
@@ -330,11 +324,8 @@ def run_revert(
                         "note": note.pk,
                         "action": "restore",
                         "recovery": recovery.pk,
-                        "previous_status": recovery.previous_status,
+                        **{name: getattr(recovery, name) for name in RECOVERY_KEPT},
                         "forgotten_by_user": recovery.forgotten_by_user_id,
-                        "forgotten_by_agent_id": recovery.forgotten_by_agent_id,
-                        "forgotten_by_run_id": recovery.forgotten_by_run_id,
-                        "forgotten_by_top_level_run_id": recovery.forgotten_by_top_level_run_id,
                         "created_at": recovery.created_at.isoformat(),
                     }
                     note_services.note_restore(actor=actor, recovery_id=recovery.pk)
@@ -350,14 +341,12 @@ def run_revert(
             counts=counts,
             created_by=actor.user,
         )
-        bump(setting)
-        audit(
-            actor=actor,
-            action=AuditAction.RUN_REVERT,
-            project=run.project,
-            target=run.pk,
-            details={
-                "revert": revert_id,
+        record_revert(
+            actor,
+            setting,
+            revert,
+            AuditAction.RUN_REVERT,
+            {
                 "runs": plan.run_ids,
                 "counts": counts,
                 "forgotten": [n.pk for n in plan.forget],
@@ -369,135 +358,21 @@ def run_revert(
     return plan, revert
 
 
-def run_revert_latest(*, run: Run) -> RunRevert | None:
-    """The run's revert that can still be undone, if any."""
-    return RunRevert.objects.filter(run_ref=run.pk, undone_at__isnull=True).first()
-
-
-def _undo_item(actor: Actor, item: dict, setting) -> str | None:
-    """Put one note back as it was before the revert; None, or why it was left alone (a
-    person or agent changed it since)."""
-    note = Note.objects.select_for_update().filter(pk=item["note"]).first()
-    if note is None:
-        return "note_gone"
-    action = item["action"]
-    if action == "forget":
-        if not Recovery.objects.filter(pk=item["recovery"]).exists():
-            return "recovery_gone"
-        note_services.note_restore(actor=actor, recovery_id=item["recovery"])
-        return None
-    if action == "veto":
-        if not note.is_vetoed:
-            return "changed_since"
-        note_services.note_undo(actor=actor, note_id=note.pk)
-        return None
-    if action == "restore":
-        if note.status != item["previous_status"] or Recovery.objects.filter(note=note).exists():
-            return "changed_since"
-        Recovery.objects.create(
-            id=item["recovery"],
-            project_id=note.project_id,
-            note=note,
-            previous_status=item["previous_status"],
-            forgotten_by_user_id=item["forgotten_by_user"],
-            forgotten_by_agent_id=item["forgotten_by_agent_id"],
-            forgotten_by_run_id=item["forgotten_by_run_id"],
-            forgotten_by_top_level_run_id=item["forgotten_by_top_level_run_id"],
-            created_at=parse_datetime(item["created_at"]),
-        )
-        note.status = Status.FORGOTTEN
-        note_services._save(note, "status")
-        bump(setting)
-        audit(
-            actor=actor,
-            action=AuditAction.NOTE_FORGET,
-            project=note.project,
-            note=note,
-            recovery_id=item["recovery"],
-        )
-        return None
-    if note.status != Status.ACTIVE:
-        return "changed_since"
-    archived_at = parse_datetime(item["archived_at"]) if item["archived_at"] else timezone.now()
-    note.status = Status.ARCHIVED
-    note.archived_at = archived_at
-    if action == "unsupersede":
-        note.archive_reason = REASON_SUPERSEDED
-        note.superseded_by_id = (
-            item["superseded_by"]
-            if Note.objects.filter(pk=item["superseded_by"]).exists()
-            else None
-        )
-        fields = ("status", "archive_reason", "archived_at", "superseded_by")
-    else:
-        note.archive_reason = item["reason"]
-        fields = ("status", "archive_reason", "archived_at")
-    note_services._save(note, *fields)
+def record_revert(
+    actor: Actor, setting, revert: RunRevert, action: AuditAction, details: dict
+) -> None:
+    """A revert or its undo, recorded: the project's revision advanced, the action audited
+    against the reverted run."""
     bump(setting)
     audit(
         actor=actor,
-        action=AuditAction.NOTE_ARCHIVE,
-        project=note.project,
-        note=note,
-        details={"reason": note.archive_reason},
+        action=action,
+        project=revert.project,
+        target=revert.run_ref,
+        details={"revert": revert.pk, **details},
     )
-    return None
 
 
-@dataclass(frozen=True)
-class UndoResult:
-    revert: RunRevert
-    restored: list[str]
-    skipped: dict[str, str]  # note id -> why it was left alone
-
-
-def run_revert_undo(*, actor: Actor, revert_id: str) -> UndoResult:
-    """Undo a revert: put back exactly what it changed (each note it forgot while its
-    recovery record exists, each note it vetoed while still vetoed; what it brought back is
-    archived, superseded or forgotten again). Notes changed since are left alone and listed in
-    the audit event. One transaction, audited `run.revert_undo`."""
-    require_person(actor, what="an undo of a revert")
-    revert = RunRevert.objects.select_related("project").filter(pk=revert_id).first()
-    if revert is None:
-        raise MemoryPortalError("not_found", f"No revert {revert_id}.", hint="Check the rvt_ id.")
-    require_manager(actor, revert.project)
-    with transaction.atomic():
-        setting = lock_setting(revert.project)
-        revert = RunRevert.objects.select_for_update().get(pk=revert_id)
-        if revert.undone:
-            raise MemoryPortalError(
-                "memory_revert_undone", f"Revert {revert.pk} was already undone."
-            )
-        # Hide again what came back first, so a restored note never meets a live twin.
-        order = {"unsupersede": 0, "unarchive": 0, "restore": 0, "veto": 1, "forget": 1}
-        items = sorted(revert.items, key=lambda item: order[item["action"]])
-        restored: list[str] = []
-        skipped: dict[str, str] = {}
-        with audit_context(revert_undo=revert.pk, reverted_with_run=revert.run_ref):
-            for item in items:
-                try:
-                    with transaction.atomic():
-                        reason = _undo_item(actor, item, setting)
-                except MemoryPortalError as err:
-                    reason = err.code  # e.g. a live twin written since: leave it
-                if reason is None:
-                    restored.append(item["note"])
-                else:
-                    skipped[item["note"]] = reason
-        revert.undone_at = timezone.now()
-        revert.undone_by = actor.user
-        revert.save(update_fields=["undone_at", "undone_by"])
-        bump(setting)
-        audit(
-            actor=actor,
-            action=AuditAction.RUN_REVERT_UNDO,
-            project=revert.project,
-            target=revert.run_ref,
-            details={
-                "revert": revert.pk,
-                "counts": {"restored": len(restored), "skipped": len(skipped)},
-                "restored": restored,
-                "skipped": skipped,
-            },
-        )
-    return UndoResult(revert=revert, restored=restored, skipped=skipped)
+def run_revert_latest(*, run: Run) -> RunRevert | None:
+    """The run's revert that can still be undone, if any."""
+    return RunRevert.objects.filter(run_ref=run.pk, undone_at__isnull=True).first()

@@ -33,10 +33,11 @@ from django.utils import timezone
 
 from memory_portal.dashboard.tables import keyset_cursor
 from memory_portal.memory import benchserver, services
-from memory_portal.memory.models import Agent, Kind, Note, Project, Scope, Target
+from memory_portal.memory.models import Agent, Note, Project
 from memory_portal.memory.scale import SLUG_PREFIX, load_scale
 from memory_portal.memory.scale_floors import FLOORS
-from memory_portal.memory.validation import stamp_identity
+
+from ..benchutil import unsaved_fact
 
 ADMIN = "scale-bench-admin"
 RECALL_SLUG = "benchscale-recall"
@@ -134,22 +135,14 @@ class Command(BaseCommand):
                 "budget",
                 "index",
             ]
-            notes = []
-            for i in range(RECALL_FACTS):
-                note = Note(
-                    project=project,
-                    scope=Scope.AGENT,
-                    owner_agent=agent,
-                    kind=Kind.FACT,
-                    target=Target.LONG_TERM,
-                    content=f"The {words[i % 10]} of service {i} uses {words[(i * 7) % 10]}.",
-                    created_at=now - timedelta(minutes=i),
-                    updated_at=now - timedelta(minutes=i),
-                    created_by_agent_id=agent.pk,
-                    created_by_stage=agent.stage,
+            notes = [
+                unsaved_fact(
+                    agent,
+                    f"The {words[i % 10]} of service {i} uses {words[(i * 7) % 10]}.",
+                    at=now - timedelta(minutes=i),
                 )
-                stamp_identity(note)
-                notes.append(note)
+                for i in range(RECALL_FACTS)
+            ]
             Note.objects.bulk_create(notes, batch_size=500)
         return Agent.objects.get(project=project)
 

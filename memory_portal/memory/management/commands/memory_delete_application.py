@@ -2,38 +2,28 @@
 application, as the system, through the same service as the dashboard and the API: the notes
 scoped to it go, its agents and runs are detached. Prints what went and what was detached."""
 
-from django.core.management.base import BaseCommand, CommandError
-
 from memory_portal.memory import services
-from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Application
 
-from ._deletion import refusal, write_counts
+from ._deletion import DeleteCommand
 
 
-class Command(BaseCommand):
+class Command(DeleteCommand):
     help = (
         "Delete an application: the notes scoped to it, their recovery records and its "
         "repository links go; its agents and runs stay, detached. Irreversible."
     )
+    ids = ("project", "application")
 
-    def add_arguments(self, parser):
-        parser.add_argument("project", help="the project id (slug)")
-        parser.add_argument("application", help="the application id (slug)")
-        parser.add_argument(
-            "--confirm", required=True, metavar="APPLICATION", help="the application id again"
-        )
-
-    def handle(self, *args, project: str, application: str, confirm: str, **options):
-        target = (
+    def find(self, project: str, application: str) -> Application | None:
+        return (
             Application.objects.filter(project__slug=project, slug=application)
             .select_related("project")
             .first()
         )
-        if target is None:
-            raise CommandError(f"No application {application!r} in project {project!r}.")
-        try:
-            counts = services.application_delete(actor=None, application=target, confirm=confirm)
-        except MemoryPortalError as err:
-            raise refusal(err) from err
-        write_counts(self.stdout, f"Deleted application {project}/{application}:", counts)
+
+    def missing(self, project: str, application: str) -> str:
+        return f"No application {application!r} in project {project!r}."
+
+    def delete(self, target: Application, *, confirm: str) -> dict:
+        return services.application_delete(actor=None, application=target, confirm=confirm)

@@ -1,33 +1,24 @@
 """`manage.py memory_delete_project PROJECT --confirm PROJECT`: delete a project with everything
 in it, as the system, through the same service as the dashboard and the API; prints what went."""
 
-from django.core.management.base import BaseCommand, CommandError
-
 from memory_portal.memory import services
-from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Project
 
-from ._deletion import refusal, write_counts
+from ._deletion import DeleteCommand
 
 
-class Command(BaseCommand):
+class Command(DeleteCommand):
     help = (
         "Delete a project and everything in it (notes, recoveries, scratchpads, applications, "
         "agents, runs, tokens, memberships). Irreversible; its audit events stay."
     )
+    ids = ("project",)
 
-    def add_arguments(self, parser):
-        parser.add_argument("project", help="the project id (slug)")
-        parser.add_argument(
-            "--confirm", required=True, metavar="PROJECT", help="the project id again"
-        )
+    def find(self, project: str) -> Project | None:
+        return Project.objects.filter(slug=project).first()
 
-    def handle(self, *args, project: str, confirm: str, **options):
-        target = Project.objects.filter(slug=project).first()
-        if target is None:
-            raise CommandError(f"No project {project!r}.")
-        try:
-            counts = services.project_delete(actor=None, project=target, confirm=confirm)
-        except MemoryPortalError as err:
-            raise refusal(err) from err
-        write_counts(self.stdout, f"Deleted project {project}:", counts)
+    def missing(self, project: str) -> str:
+        return f"No project {project!r}."
+
+    def delete(self, target: Project, *, confirm: str) -> dict:
+        return services.project_delete(actor=None, project=target, confirm=confirm)

@@ -1,5 +1,5 @@
 """`manage.py memory_export PROJECT > project.jsonl`: a project's memory as NDJSON (the format
-of memory/portability.py), streamed to standard output; never secrets or tokens."""
+of memory/portability/), streamed to standard output; never secrets or tokens."""
 
 from django.core.management.base import BaseCommand, CommandError
 

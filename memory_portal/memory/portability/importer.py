@@ -1,0 +1,285 @@
+"""Import an export (SPEC §3.5): the checked file is written in one transaction under the
+project's lock, inserting only what is not there yet, ids kept or remapped stably."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Q
+
+from ..access import is_administrator
+from ..actors import Actor
+from ..audit_actions import AuditAction
+from ..errors import MemoryPortalError
+from ..models import (
+    Agent,
+    Application,
+    AuditEvent,
+    Kind,
+    MemorySetting,
+    Note,
+    Project,
+    Recovery,
+    Repository,
+    Status,
+    refused_q,
+)
+from ..validation import day_row_identity, stamp_identity
+from . import format as fmt
+from .checks import ImportInvalid, check, parse
+
+
+@dataclass
+class ImportReport:
+    project: str
+    created_project: bool = False
+    remapped: bool = False
+    counts: dict[str, int] = field(default_factory=dict)  # inserted, by record type
+    unchanged: dict[str, int] = field(default_factory=dict)  # already there, by record type
+
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def _remapped_id(old: str, project_slug: str) -> str:
+    """A stable new id for `old` in project `project_slug`: the same file imported twice into
+    the same project maps to the same ids, which is what keeps the import idempotent."""
+    prefix = old.split("_", 1)[0]
+    number = int.from_bytes(hashlib.sha256(f"{project_slug}\n{old}".encode()).digest()[:17])
+    tail = "".join(_CROCKFORD[(number >> (5 * i)) & 31] for i in range(26))
+    return f"{prefix}_{tail}"
+
+
+def project_import(
+    *, actor: Actor | None, lines: Iterable[str], project_slug: str | None = None
+) -> ImportReport:
+    """Import an export: the whole file is validated first (ImportInvalid lists every bad
+    line; nothing is written), then one transaction under the project's lock inserts what is
+    not there yet — importing the same file twice changes nothing. Into the project the file
+    names, ids are kept; into another (`project_slug`), every id is remapped, stably. Users
+    are matched by username (none: left empty); repositories by slug; runs are not part of
+    the format, so the notes keep their run ids as text (producer status `unknown`).
+    Superusers only (`actor=None` is the operator running the command)."""
+    if actor is not None and not is_administrator(actor):
+        raise MemoryPortalError("memory_forbidden", "Only an administrator imports a project.")
+    records, errors = parse(lines)
+    check(records, errors)
+    if errors:
+        raise ImportInvalid(sorted(errors))
+    header = next(r for _, r in records if isinstance(r, fmt.HeaderLine))
+    slug = project_slug or header.project
+    remap = slug != header.project
+
+    def new_id(old: str | None) -> str | None:
+        return _remapped_id(old, slug) if remap and old else old
+
+    report = ImportReport(project=slug, remapped=remap)
+    by_type: dict[type, list] = {}
+    for _, r in records:
+        by_type.setdefault(type(r), []).append(r)
+    from ..services._common import audit, bump, lock_setting
+    from ..services.vectors import embed_texts, note_text
+
+    # The notes' vectors, computed before the transaction (never under the project's lock).
+    texts = list(
+        dict.fromkeys(
+            note_text(n.summary, n.content)
+            for n in by_type.get(fmt.NoteLine, [])
+            if n.kind != Kind.DAY
+        )
+    )
+    blobs, provider = embed_texts(texts)
+    vectors = {t: b for t, b in zip(texts, blobs, strict=True) if b is not None}
+
+    with transaction.atomic():
+        project = Project.objects.filter(slug=slug).first()
+        if project is None:
+            source = by_type[fmt.ProjectLine][0]
+            project = Project.objects.create(
+                slug=slug, name=source.name, created_at=source.createdAt
+            )
+            MemorySetting.objects.create(
+                project=project, enabled=by_type[fmt.SettingLine][0].enabled
+            )
+            report.created_project = True
+        setting = lock_setting(project)
+        _import_rows(project, by_type, new_id, report, vectors=(vectors, provider))
+        if sum(report.counts.values()):
+            bump(setting, wrote_note=bool(report.counts.get("note")))
+        audit(
+            actor=actor,
+            action=AuditAction.MEMORY_IMPORT,
+            project=project,
+            target=slug,
+            details={
+                "from_project": header.project,
+                "format_version": header.version,
+                "remapped": remap,
+                "created_project": report.created_project,
+                "inserted": report.counts,
+                "unchanged": report.unchanged,
+            },
+        )
+    return report
+
+
+def _count(report: ImportReport, kind: str, inserted: bool) -> None:
+    bucket = report.counts if inserted else report.unchanged
+    bucket[kind] = bucket.get(kind, 0) + 1
+
+
+def _import_rows(
+    project: Project,
+    by_type: dict,
+    new_id,
+    report: ImportReport,
+    *,
+    vectors: tuple[dict[str, bytes], str] = ({}, ""),
+) -> None:
+    from ..services.vectors import note_text
+
+    User = get_user_model()
+    users = dict(User.objects.values_list(User.USERNAME_FIELD, "pk"))
+    repositories = dict(Repository.objects.values_list("slug", "pk"))
+    apps = {}
+    for line in by_type.get(fmt.ApplicationLine, []):
+        app, created = Application.objects.get_or_create(
+            project=project,
+            slug=line.slug,
+            defaults={"name": line.name, "created_at": line.createdAt},
+        )
+        apps[line.slug] = app.pk
+        _count(report, "application", created)
+    for line in by_type.get(fmt.AgentLine, []):
+        agent_id = new_id(line.id)
+        existing = Agent.objects.filter(pk=agent_id).first()
+        if existing is not None and existing.project_id != project.pk:
+            raise MemoryPortalError(
+                "memory_invalid",
+                f"Agent {agent_id} belongs to another project.",
+                field="agent",
+                hint="Import into a new project with --project to remap the ids.",
+            )
+        if existing is None:
+            Agent.objects.create(
+                id=agent_id,
+                project=project,
+                application_id=apps.get(line.application),
+                **fmt.model_values(line, fmt.AGENT_FIELDS),
+            )
+        _count(report, "agent", existing is None)
+    notes = by_type.get(fmt.NoteLine, [])
+    note_ids = [new_id(n.id) for n in notes]
+    present = dict(Note.objects.filter(pk__in=note_ids).values_list("pk", "project_id"))
+    if any(p != project.pk for p in present.values()):
+        raise MemoryPortalError(
+            "memory_invalid",
+            "Some notes of the file belong to another project.",
+            field="note",
+            hint="Import into a new project with --project to remap the ids.",
+        )
+    fresh = [n for n, i in zip(notes, note_ids, strict=True) if i not in present]
+    cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
+    stored = Note.objects.filter(project=project).count()
+    if stored + len(fresh) > cap:
+        raise MemoryPortalError(
+            "memory_project_full",
+            f"{project.slug} stores {stored} notes; {len(fresh)} more exceed its {cap}.",
+        )
+    rows = []
+    for line in fresh:
+        note = Note(
+            id=new_id(line.id),
+            project=project,
+            application_id=apps.get(line.application),
+            owner_agent_id=new_id(line.ownerAgentId),
+            tags_text=f"|{'|'.join(line.tags)}|" if line.tags else "",
+            vetoed_by_id=users.get(line.vetoedBy),
+            created_by_user_id=users.get(line.provenance.createdByUser),
+            **fmt.model_values(line, fmt.NOTE_FIELDS),
+            **fmt.model_values(line.provenance, fmt.PROVENANCE_FIELDS),
+        )
+        if line.evidence is not None:
+            note.evidence_repository_id = repositories.get(line.evidence.repository)
+            for attribute, value in fmt.model_values(line.evidence, fmt.EVIDENCE_FIELDS).items():
+                setattr(note, attribute, value)
+        stamp_identity(note)
+        if note.kind == Kind.DAY:
+            note.content_hash = day_row_identity(owner_agent_id=note.owner_agent_id, day=note.day)
+        note.embedding = vectors[0].get(note_text(note.summary, note.content))
+        note.embedding_model = vectors[1] if note.embedding is not None else ""
+        rows.append(note)
+    _refuse_clashes(project, rows)
+    Note.objects.bulk_create(rows, batch_size=500)
+    for line in fresh:
+        if line.supersedesId or line.supersededById:
+            Note.objects.filter(pk=new_id(line.id)).update(
+                supersedes_id=new_id(line.supersedesId),
+                superseded_by_id=new_id(line.supersededById),
+            )
+    report.counts["note"] = len(rows)
+    report.unchanged["note"] = len(notes) - len(rows)
+    fresh_ids = {n.pk for n in rows}
+    for line in by_type.get(fmt.RecoveryLine, []):
+        rec_id = new_id(line.id)
+        inserted = not Recovery.objects.filter(
+            Q(pk=rec_id) | Q(note_id=new_id(line.noteId))
+        ).exists()
+        if inserted:
+            Recovery.objects.create(
+                id=rec_id,
+                project=project,
+                note_id=new_id(line.noteId),
+                forgotten_by_user_id=users.get(line.forgottenByUser),
+                **fmt.model_values(line, fmt.RECOVERY_FIELDS),
+            )
+        _count(report, "recovery", inserted)
+    # A note's history comes with it the first time only (events have no public id).
+    events = [
+        AuditEvent(
+            project=project,
+            project_ref=project.slug,
+            note_ref=new_id(line.noteId),
+            recovery_ref=new_id(line.recoveryId) or "",
+            details={**line.details, "imported_event": line.id},
+            **fmt.model_values(line, fmt.EVENT_FIELDS),
+        )
+        for line in by_type.get(fmt.EventLine, [])
+        if new_id(line.noteId) in fresh_ids
+    ]
+    AuditEvent.objects.bulk_create(events, batch_size=1000)
+    report.counts["event"] = len(events)
+
+
+def _refuse_clashes(project: Project, rows: list[Note]) -> None:
+    """Imported notes meet the project's own rules: no second live copy of a note, and no
+    content a person vetoed, rejected or forgot here comes back live."""
+    if not rows:
+        return
+    active = [n for n in rows if n.status == Status.ACTIVE]
+    clash = (
+        Note.objects.filter(project=project, status=Status.ACTIVE)
+        .filter(content_hash__in=[n.content_hash for n in active])
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if clash is not None:
+        raise MemoryPortalError(
+            "memory_duplicate_active", f"A note of the file is already live here as {clash}."
+        )
+    refused = (
+        Note.objects.filter(project=project, content_key__in=[n.content_key for n in active])
+        .filter(refused_q())
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if refused is not None:
+        raise MemoryPortalError(
+            "memory_vetoed",
+            f"A live note of the file has content a person removed here ({refused}).",
+        )

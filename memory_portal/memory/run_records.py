@@ -1,0 +1,133 @@
+"""What the product keeps about runs besides the run row (SPEC §2): the per-run tool-call
+trace, the start-of-run recall window, the daily review routine and its runs, and the reverts
+of runs. Re-exported by models.py, which the app's models are registered through."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from .choices import RunStatus
+from .ids import new_revert_id
+
+
+class ToolCallCount(models.Model):
+    """The trace of a run's tool calls: one counter per (tool, outcome code)."""
+
+    run = models.ForeignKey("Run", on_delete=models.CASCADE, related_name="tool_call_counts")
+    tool = models.CharField(max_length=40)
+    outcome = models.CharField(max_length=40)
+    count = models.PositiveIntegerField(default=0)
+    last_called_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool", "outcome"], name="tool_call_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.tool} {self.outcome}: {self.count}"
+
+
+class StartRecall(models.Model):
+    """When a top-level run last had its start-of-run recall (the 24-hour skip window)."""
+
+    top_level_run_id = models.CharField(max_length=40, unique=True)
+    agent_id = models.CharField(max_length=40)
+    recalled_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.top_level_run_id} @ {self.recalled_at:%Y-%m-%d %H:%M}"
+
+
+class ReviewRoutine(models.Model):
+    """An agent's daily review ("Memory dreaming"), created by its first save; due every day
+    at 04:00 UTC. Deleting it keeps the row (deleted_at) so a later save does not revive it."""
+
+    NAME = "Memory dreaming"
+
+    agent = models.OneToOneField("Agent", on_delete=models.CASCADE, related_name="review_routine")
+    paused = models.BooleanField(default=False)
+    next_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["paused", "next_run_at"], name="routine_due")]
+
+    def __str__(self) -> str:
+        return f"{self.NAME} of {self.agent_id}"
+
+    @property
+    def state(self) -> str:
+        if self.deleted_at is not None:
+            return "deleted"
+        return "paused" if self.paused else "active"
+
+
+class ReviewRun(models.Model):
+    """One execution of a routine and what it did. A scheduled run is unique per routine and
+    UTC day, which is what keeps overlapping cron invocations from running a day twice."""
+
+    TRIGGERS = [("schedule", "schedule"), ("manual", "manual")]
+
+    routine = models.ForeignKey(ReviewRoutine, on_delete=models.CASCADE, related_name="runs")
+    day = models.DateField()
+    trigger = models.CharField(max_length=10, choices=TRIGGERS)
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    run_ref = models.CharField(max_length=40, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["routine", "day"],
+                condition=Q(trigger="schedule"),
+                name="review_run_once_per_day",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.routine_id} {self.day} {self.trigger} {self.status}"
+
+
+class RunRevert(models.Model):
+    """One revert of a run (and its nested runs): exactly what it changed, note by note, so
+    its undo puts back that and nothing else (services/revert.py, revert_undo.py)."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_revert_id, editable=False)
+    project = models.ForeignKey("Project", on_delete=models.CASCADE, related_name="run_reverts")
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="reverts"
+    )
+    run_ref = models.CharField(max_length=40, db_index=True)
+    run_ids = models.JSONField(default=list, blank=True)
+    # One entry per changed note: {"note", "action", …what undo needs to put it back}.
+    items = models.JSONField(default=list, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        db_table = "project_memory_run_revert"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.id} of {self.run_ref}"
+
+    @property
+    def undone(self) -> bool:
+        return self.undone_at is not None

@@ -95,14 +95,6 @@ def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
 
 
 @router.post(
-    "/projects/{project_id}/memory/{note_id}/forget", response=responses({200: s.ForgetOut})
-)
-def memory_forget(request, project_id: str, note_id: str):
-    actor, project = _project(request, project_id)
-    return services.note_forget(actor=actor, note_id=note_id, project=project)
-
-
-@router.post(
     "/projects/{project_id}/memory/recoveries/{recovery_id}/restore",
     response=responses({200: s.IdOut}),
 )
@@ -113,22 +105,30 @@ def memory_restore(request, project_id: str, recovery_id: str):
     return {"id": note.id}
 
 
-@router.post(
-    "/projects/{project_id}/memory/{note_id}/veto", response=responses({200: s.NoteStateOut})
-)
-def memory_veto(request, project_id: str, note_id: str):
-    """Veto: archive the note with reason `vetoed`, recording who."""
-    actor, project = _project(request, project_id)
-    return services.note_veto(actor=actor, note_id=note_id, project=project)
+def _note_verb(verb: str, service, out, doc: str | None):
+    """`POST …/memory/{note_id}/<verb>`: the service's answer for the note, as `out`."""
+
+    def view(request, project_id: str, note_id: str):
+        actor, project = _project(request, project_id)
+        return service(actor=actor, note_id=note_id, project=project)
+
+    view.__name__ = view.__qualname__ = f"memory_{verb}"
+    view.__doc__ = doc
+    path = f"/projects/{{project_id}}/memory/{{note_id}}/{verb}"
+    return router.post(path, response=responses({200: out}))(view)
 
 
-@router.post(
-    "/projects/{project_id}/memory/{note_id}/undo", response=responses({200: s.NoteStateOut})
+# The note verbs of the admin API (the restore is by recovery id, above).
+memory_forget = _note_verb("forget", services.note_forget, s.ForgetOut, None)
+memory_veto = _note_verb(
+    "veto",
+    services.note_veto,
+    s.NoteStateOut,
+    "Veto: archive the note with reason `vetoed`, recording who.",
 )
-def memory_undo(request, project_id: str, note_id: str):
-    """Undo a veto (or another archive)."""
-    actor, project = _project(request, project_id)
-    return services.note_undo(actor=actor, note_id=note_id, project=project)
+memory_undo = _note_verb(
+    "undo", services.note_undo, s.NoteStateOut, "Undo a veto (or another archive)."
+)
 
 
 # --- Orchestration ----------------------------------------------------------------------------

@@ -20,6 +20,14 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 PAGE_MAX = 1_000_000
 
 
+class TableMeta:
+    """What every table of the dashboard shares: columns declared, never from the model, and
+    50 rows a page."""
+
+    fields = ()
+    per_page = 50
+
+
 class NoteTable(tables.Table):
     select = tables.Column(
         verbose_name="Select", accessor="pk", orderable=False, attrs={"th": {"class": "c-select"}}
@@ -47,11 +55,9 @@ class NoteTable(tables.Table):
         attrs={"th": {"class": "c-actions"}},
     )
 
-    class Meta:
+    class Meta(TableMeta):
         model = Note
-        fields = ()
         order_by = ("-created",)
-        per_page = 50
         empty_text = "No notes match these filters."
 
 
@@ -65,11 +71,9 @@ class RunTable(tables.Table):
     started = tables.Column(verbose_name="Started", accessor="started_at")
     finished = tables.Column(verbose_name="Finished", accessor="finished_at")
 
-    class Meta:
+    class Meta(TableMeta):
         model = Run
-        fields = ()
         order_by = ("-started",)
-        per_page = 50
         empty_text = "No runs yet: an orchestrator creates a run for each agent task."
 
 
@@ -83,10 +87,8 @@ class AuditTable(tables.Table):
     subject = tables.Column(verbose_name="Subject", accessor="note_ref", orderable=False)
     details = tables.Column(verbose_name="Details", orderable=False)
 
-    class Meta:
+    class Meta(TableMeta):
         model = AuditEvent
-        fields = ()
-        per_page = 50
         empty_text = "No audit events match these filters."
 
 

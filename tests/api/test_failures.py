@@ -130,7 +130,7 @@ def test_the_dashboard_answers_a_styled_500_page_for_a_bug(world, monkeypatch):
     def explode(**kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("memory_portal.dashboard.views.selectors.projects_overview", explode)
+    monkeypatch.setattr("memory_portal.dashboard.views.pages.selectors.projects_overview", explode)
     response = client.get("/")
     assert response.status_code == 500 and "Something went wrong" in response.content.decode()
     assert "boom" not in response.content.decode()

@@ -1,0 +1,58 @@
+"""Dashboard views: parse the request, call one selector or service per change, render. The
+rules live in memory_portal.memory; a refusal (MemoryPortalError) becomes a message or a toast,
+and anything of a project a person does not belong to is a 404. `base` is the edge they share;
+`pages` the read-only pages, `actions` the changes to notes, `controls` a project's switch,
+reset, daily reviews and deletes, `activity` runs and the audit log."""
+
+from .actions import agent_fact_save, day_line_lift, note_action, notes_bulk, recovery_restore
+from .activity import audit, run_delete, run_detail, run_revert, run_revert_undo, runs
+from .base import LoginView
+from .controls import (
+    agent_routine,
+    application_delete,
+    memory_disable,
+    memory_enable,
+    memory_reset,
+    project_delete,
+)
+from .pages import (
+    agent_detail,
+    agent_recall_preview,
+    agents,
+    note_detail,
+    project_memory,
+    project_settings,
+    projects,
+    recoveries,
+    review,
+)
+
+__all__ = [
+    "LoginView",
+    "agent_detail",
+    "agent_fact_save",
+    "agent_recall_preview",
+    "agent_routine",
+    "agents",
+    "application_delete",
+    "audit",
+    "day_line_lift",
+    "memory_disable",
+    "memory_enable",
+    "memory_reset",
+    "note_action",
+    "note_detail",
+    "notes_bulk",
+    "project_delete",
+    "project_memory",
+    "project_settings",
+    "projects",
+    "recoveries",
+    "recovery_restore",
+    "review",
+    "run_delete",
+    "run_detail",
+    "run_revert",
+    "run_revert_undo",
+    "runs",
+]

@@ -1,0 +1,224 @@
+"""Changes to notes from the dashboard: one service call per change (a row action, a restore, a
+bulk action, a fact saved or lifted), answered with the changed rows and the counters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from memory_portal.memory import selectors, services
+from memory_portal.memory.errors import MemoryPortalError
+
+from ..forms import BULK_ACTIONS, ArchiveForm, BulkForm, EditForm, FactForm, LiftForm
+from .base import (
+    actor_of,
+    done,
+    form_refused,
+    next_url,
+    not_found_edge,
+    project_action,
+    project_context,
+    refusal,
+    refusal_edge,
+    rows_response,
+    toast,
+)
+from .pages import agent_of, agent_page
+
+
+@dataclass(frozen=True)
+class NoteVerb:
+    """A row action on a note: its service, the form its POST must pass (the form's fields are
+    the service's further arguments) and what the person is told (from the note id and the
+    service's result)."""
+
+    service: Callable
+    message: Callable[[str, Any], str]
+    form: type[forms.Form] | None = None
+
+
+NOTE_VERBS = {
+    "approve": NoteVerb(
+        services.note_approve,
+        lambda note_id, _: f"Approved {note_id}: agents and reviewers see it as reviewed.",
+    ),
+    "reject": NoteVerb(
+        services.note_reject,
+        lambda note_id, _: f"Rejected {note_id}: agents will not be served it.",
+    ),
+    "veto": NoteVerb(
+        services.note_veto, lambda note_id, _: f"Vetoed {note_id}. Undo brings it back."
+    ),
+    "undo": NoteVerb(services.note_undo, lambda note_id, _: f"{note_id} is active again."),
+    "unarchive": NoteVerb(
+        services.note_unarchive, lambda note_id, _: f"{note_id} is active again."
+    ),
+    "archive": NoteVerb(
+        services.note_archive, lambda note_id, _: f"Archived {note_id}.", ArchiveForm
+    ),
+    "edit": NoteVerb(
+        services.note_edit,
+        lambda note_id, result: (
+            f"Saved the edit as {result.note.pk}; {note_id} is archived as superseded."
+            if result.created
+            else f"That text is already live as {result.note.pk}."
+        ),
+        EditForm,
+    ),
+    "forget": NoteVerb(
+        services.note_forget,
+        lambda note_id, recovery: (
+            f"Forgot {note_id} (recovery {recovery.pk}). Restore brings it back."
+        ),
+    ),
+    "reverify": NoteVerb(
+        services.note_reverify,
+        lambda note_id, note: f"Evidence of {note_id} re-verified at {note.evidence_commit[:10]}.",
+    ),
+}
+
+
+@project_action
+@refusal_edge
+def note_action(request, access, note_id, verb):
+    """One row action of NOTE_VERBS (each URL names its verb). The service loads the note of
+    this project and authorises the person, once, under the project's lock; the answer is the
+    changed row (an edit: both rows) and the counters."""
+    action = NOTE_VERBS[verb]
+    arguments: dict = {}
+    if action.form is not None:
+        form = action.form(request.POST)
+        if not form.is_valid():
+            return form_refused(request, access, form)
+        arguments = form.cleaned_data
+    result = action.service(
+        actor=actor_of(request), note_id=note_id, project=access.project, **arguments
+    )
+    changed, fresh = [note_id], False
+    if isinstance(result, services.notes.WriteResult):
+        # An edit goes through the write protocol, whose lock is hand-built SQL that leaves
+        # access.project's setting as it was: read the setting again.
+        changed, fresh = [result.note.pk, note_id], True
+    message = action.message(note_id, result)
+    return rows_response(request, access, note_ids=changed, message=message, fresh=fresh)
+
+
+@project_action
+@refusal_edge
+def recovery_restore(request, access, recovery_id):
+    actor = actor_of(request)
+    recovery = selectors.recovery_in_project(
+        actor=actor, project=access.project, recovery_id=recovery_id
+    )
+    note = services.note_restore(actor=actor, recovery_id=recovery.pk)
+    message = f"Restored {note.pk} ({note.status})."
+    if request.htmx and request.POST.get("from") == "recoveries":
+        context = {**project_context(access, fresh=True), "recovery": recovery, "restored": note}
+        response = render(request, "dashboard/recoveries.html#recovery_response", context)
+        return toast(response, "success", message)
+    return rows_response(request, access, note_ids=[note.pk], message=message)
+
+
+BULK_CALLS = {
+    "approve": services.note_approve,
+    "reject": services.note_reject,
+    "veto": services.note_veto,
+    "forget": services.note_forget,
+}
+
+
+@project_action
+def notes_bulk(request, access):
+    """The same service call for each selected note; what was refused is reported, the rest
+    is done."""
+    form = BulkForm(request.POST)
+    if not form.is_valid():
+        return form_refused(request, access, form)
+    actor = actor_of(request)
+    verb = form.cleaned_data["action"]
+    wanted = form.cleaned_data["ids"]
+    in_project = set(
+        selectors.notes_table_ids(actor=actor, project=access.project)
+        .filter(pk__in=wanted)
+        .values_list("pk", flat=True)
+    )
+    changed: list[str] = []
+    refusals: list[str] = []
+    for note_id in wanted:
+        if note_id not in in_project:
+            refusals.append(f"{note_id}: not found")
+            continue
+        try:
+            BULK_CALLS[verb](actor=actor, note_id=note_id)
+        except MemoryPortalError as err:
+            refusals.append(f"{note_id}: {err.message}")
+        else:
+            changed.append(note_id)
+    label = BULK_ACTIONS[verb].lower()
+    message = f"{BULK_ACTIONS[verb]}: {len(changed)} of {len(wanted)} notes."
+    if refusals:
+        message += f" Could not {label} {len(refusals)}: " + "; ".join(refusals[:5])
+    if not changed:
+        return refusal(request, access.project.slug, message)
+    if not request.htmx:
+        level = messages.warning if refusals else messages.success
+        return done(request, next_url(request, access), message, level=level)
+    response = rows_response(request, access, note_ids=changed, message=message, oob=True)
+    if refusals:
+        response = toast(response, "warning", message)
+    return response
+
+
+@project_action
+def agent_fact_save(request, access, agent_id):
+    actor = actor_of(request)
+    agent = agent_of(request, access, agent_id)
+    form = FactForm(request.POST)
+    if not form.is_valid():
+        return agent_page(request, access, agent, fact_form=form, status=400)
+    try:
+        result = services.fact_save(actor=actor, agent_id=agent.pk, text=form.cleaned_data["text"])
+    except MemoryPortalError as err:
+        not_found_edge(err)
+        form.add_error("text", f"{err.message} {err.hint}")
+        return agent_page(request, access, agent, fact_form=form, status=400)
+    if result.created:
+        messages.success(request, f"Saved {result.note.pk} for {agent.name}.")
+    else:
+        messages.info(request, f"{agent.name} already keeps this fact as {result.note.pk}.")
+    return redirect(reverse("dashboard:agent", args=[access.project.slug, agent.pk]))
+
+
+@project_action
+@refusal_edge
+def day_line_lift(request, access):
+    """Lift one of yesterday's day-log lines into a fact of the same agent."""
+    actor = actor_of(request)
+    form = LiftForm(request.POST)
+    if not form.is_valid():
+        return form_refused(request, access, form)
+    line = selectors.day_line_get(
+        actor=actor,
+        project=access.project,
+        note_id=form.cleaned_data["note"],
+        index=form.cleaned_data["line"],
+    )
+    result = services.fact_save(actor=actor, agent_id=line.note.owner_agent_id, text=line.text)
+    agent_name = line.note.owner_agent.name
+    message = (
+        f"Saved {result.note.pk} as a fact of {agent_name}."
+        if result.created
+        else f"{agent_name} already keeps this as {result.note.pk}."
+    )
+    if not request.htmx:
+        return done(request, next_url(request, access), message)
+    lifted = selectors.DayLine(line.note, line.index, line.line, line.text, result.note.pk)
+    context = {**project_context(access, fresh=True), "item": lifted, "oob_counts": True}
+    response = render(request, "dashboard/review.html#day_line_response", context)
+    return toast(response, "success", message)

@@ -1,0 +1,247 @@
+"""The edge every dashboard view shares: login, a refusal as a 404, toast or message, and a
+project page's context and rendering."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render, resolve_url
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_tables2.rows import BoundRows
+
+from memory_portal.memory import selectors
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.models import Note
+
+from ..filters import NoteFilter
+from ..forms import ThrottledAuthenticationForm
+from ..tables import NoteTable, paginate
+
+NOT_FOUND_CODES = {"not_found", "memory_not_found", "memory_recovery_not_found"}
+MEMORY_PAGE = "dashboard/project_memory.html"
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login with failed attempts throttled per (username, client address)."""
+
+    form_class = ThrottledAuthenticationForm
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.throttled:
+            response.status_code = 429
+        return response
+
+
+def not_found_edge(err: MemoryPortalError) -> None:
+    """A refusal that says not-found is a 404, so outsiders learn nothing."""
+    if err.code in NOT_FOUND_CODES:
+        raise Http404(err.message) from err
+
+
+def person_view(view: Callable) -> Callable:
+    """Logged-in people only (htmx calls get a client redirect to the login page); a
+    not-found refusal from a selector or service is a 404, so outsiders learn nothing."""
+
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            if request.htmx:
+                return HttpResponseClientRedirect(
+                    f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': request.path})}"
+                )
+            return redirect_to_login(request.get_full_path())
+        try:
+            return view(request, *args, **kwargs)
+        except MemoryPortalError as err:
+            not_found_edge(err)
+            # A refusal no view expected: say it plainly rather than fail.
+            if request.htmx:
+                return error_toast(err.message, err.hint)
+            context = {"error": err}
+            return render(request, "dashboard/refused.html", context, status=err.status)
+
+    return wrapper
+
+
+def refusal_edge(view: Callable) -> Callable:
+    """The refusal edge of a change on a project page (inside `project_page` or
+    `project_action`): a refusal (MemoryPortalError) that
+    says not-found is a 404; any other is a toast over htmx (nothing swapped), or a message on
+    the page the person comes back to."""
+
+    @functools.wraps(view)
+    def wrapper(request, access, *args, **kwargs):
+        try:
+            return view(request, access, *args, **kwargs)
+        except MemoryPortalError as err:
+            not_found_edge(err)
+            return refusal(request, access.project.slug, err.message, err.hint)
+
+    return wrapper
+
+
+def project_view(method: Callable) -> Callable[[Callable], Callable]:
+    """A view of one project: `view(request, access, …)` for the URL's `slug`, for a person
+    only (a project not theirs is a 404), answering the HTTP methods `method` allows."""
+
+    def decorate(view: Callable) -> Callable:
+        @method
+        @person_view
+        @functools.wraps(view)
+        def wrapper(request, slug, *args, **kwargs):
+            return view(request, access_of(request, slug), *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+project_page = project_view(require_GET)
+project_action = project_view(require_POST)
+
+
+def actor_of(request) -> Actor:
+    """The person acting, one per request: it remembers their role in each project it met."""
+    actor = getattr(request, "memory_actor", None)
+    if actor is None:
+        actor = request.memory_actor = Actor.person(request.user, for_request=True)
+    return actor
+
+
+def access_of(request, slug: str) -> selectors.ProjectAccess:
+    return selectors.project_access(actor=actor_of(request), slug=slug)
+
+
+def project_context(access: selectors.ProjectAccess, *, fresh: bool = False) -> dict:
+    """What every project page's header shows: the switch and the counters."""
+    project = access.project
+    setting = selectors.setting_get(project=project) if fresh else project.memory_setting
+    return {
+        "access": access,
+        "project": project,
+        "setting": setting,
+        "counts": selectors.project_counts(project=project),
+        "cap": settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"],
+    }
+
+
+def render_page(request, access, template: str, *, tab: str, status: int = 200, **context):
+    """A project page: its header, its tab, `next` (where its forms come back to) and
+    `context`."""
+    context = {
+        **project_context(access),
+        **context,
+        "next": request.get_full_path(),
+        "tab": tab,
+    }
+    return render(request, template, context, status=status)
+
+
+def next_url(request, access: selectors.ProjectAccess) -> str:
+    return back_to(request, access.project.slug)
+
+
+def back_to(request, slug: str) -> str:
+    """Where a no-JavaScript POST returns: the page it came from — a path on this site. Not
+    a bare word either: `redirect()` would look it up as a URL name (and fail, or go there)."""
+    candidate = request.POST.get("next") or request.GET.get("next") or ""
+    if candidate.startswith("/") and url_has_allowed_host_and_scheme(
+        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return candidate
+    return reverse("dashboard:project", args=[slug])
+
+
+def toast(response: HttpResponse, level: str, message: str, hint: str = "") -> HttpResponse:
+    return trigger_client_event(
+        response, "toast", {"level": level, "message": message, "hint": hint}
+    )
+
+
+def error_toast(message: str, hint: str = "") -> HttpResponse:
+    """A refusal over htmx: nothing is swapped, an error toast says why."""
+    response = HttpResponse("")
+    response["HX-Reswap"] = "none"
+    return toast(response, "error", message, hint)
+
+
+def refusal(request, slug: str, message: str, hint: str | None = None) -> HttpResponse:
+    """Show a refusal where the person is: a toast (htmx, nothing swapped) or a message on the
+    page they come back to."""
+    if request.htmx:
+        return error_toast(message, hint or "")
+    messages.error(request, message if hint is None else f"{message} {hint}")
+    return redirect(back_to(request, slug))
+
+
+def form_refused(request, access, form) -> HttpResponse:
+    first = next(iter(form.errors.values()))[0]
+    return refusal(request, access.project.slug, first)
+
+
+def done(request, to: str, message: str, *, level=messages.success) -> HttpResponse:
+    """After a change a person is sent back from: a message and a redirect."""
+    level(request, message)
+    return redirect(to)
+
+
+def refused(request, to: str, why: MemoryPortalError | str) -> HttpResponse:
+    """A refusal of a change a person is sent back from: why, and a redirect."""
+    if isinstance(why, MemoryPortalError):
+        why = f"{why.message} {why.hint}"
+    return done(request, to, why, level=messages.error)
+
+
+def note_rows(request, access, note_ids: Iterable[str]) -> list[Note]:
+    return selectors.notes_rows(actor=actor_of(request), project=access.project, ids=list(note_ids))
+
+
+def rows_response(
+    request, access, *, note_ids, message: str, oob: bool = False, fresh: bool = True
+):
+    """After a note action: htmx gets the changed rows and the counters; a plain POST is
+    redirected back to the page (and filters) it came from. `fresh=False`: the service locked
+    the setting row through `access.project`, which holds it as the change left it."""
+    if not request.htmx:
+        return done(request, next_url(request, access), message)
+    context = {
+        **project_context(access, fresh=fresh),
+        "rows": note_rows(request, access, note_ids),
+        "next": next_url(request, access),
+        "oob": oob,
+    }
+    response = render(request, f"{MEMORY_PAGE}#row_response", context)
+    return toast(response, "success", message)
+
+
+def note_table(request, access, queryset, *, fixed: dict | None = None):
+    """The filtered, sorted, paginated notes table (project, agent and run pages)."""
+    data = request.GET.copy()
+    for name, value in (fixed or {}).items():
+        data[name] = value
+    agents = list(access.project.agents.order_by("name"))
+    filterset = NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
+    table = note_page(request, access, NoteTable(filterset.qs))
+    return filterset, table
+
+
+def note_page(request, access, table: NoteTable) -> NoteTable:
+    """Paginate a table over `selectors.notes_table_ids`, then load the page's own rows with
+    their relations (the ids query stays one table; the joins touch 50 rows)."""
+    table = paginate(table, request)
+    ids = [row.record.pk for row in table.page.object_list]
+    table.page.object_list = BoundRows(note_rows(request, access, ids), table)
+    return table

@@ -1,0 +1,169 @@
+"""The dashboard's read-only pages of a project (and the projects list): one selector each,
+rendered with the project's header."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.paginator import Paginator
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from memory_portal.memory import recall, selectors
+from memory_portal.memory.access import is_administrator
+
+from ..forms import BULK_ACTIONS, FactForm, ResetForm
+from ..tables import PER_PAGE_CHOICES, NoteTable
+from .base import (
+    MEMORY_PAGE,
+    actor_of,
+    note_table,
+    person_view,
+    project_context,
+    project_page,
+    refusal_edge,
+    render_page,
+)
+
+
+@require_GET
+@person_view
+def projects(request):
+    rows = selectors.projects_overview(actor=actor_of(request))
+    cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
+    return render(request, "dashboard/projects.html", {"rows": rows, "cap": cap})
+
+
+@project_page
+def project_memory(request, access):
+    queryset = selectors.notes_table_ids(actor=actor_of(request), project=access.project)
+    filterset, table = note_table(request, access, queryset)
+    return render_page(
+        request,
+        access,
+        MEMORY_PAGE,
+        tab="notes",
+        filter=filterset,
+        table=table,
+        per_page_choices=PER_PAGE_CHOICES,
+        reset_form=ResetForm(project=access.project),
+        bulk_actions=BULK_ACTIONS,
+    )
+
+
+@project_page
+def note_detail(request, access, note_id):
+    detail = selectors.note_detail(actor=actor_of(request), project=access.project, note_id=note_id)
+    return render_page(
+        request, access, "dashboard/note.html", tab="notes", detail=detail, note=detail.note
+    )
+
+
+# The review queue's sections: key, title, and the notes page's filters that list all of one.
+REVIEW_SECTIONS = (
+    ("learned", "Learned notes, oldest first", "trust=learned&status=active"),
+    ("expired", "Expired notes", "expired=true&status=active"),
+    ("not_recalled", "Not recalled in 30 days", ""),
+    ("stale", "Evidence stale", "evidence_stale=true&status=active"),
+)
+
+
+@project_page
+def review(request, access):
+    queue = selectors.review_queue(actor=actor_of(request), project=access.project)
+    sections = [
+        {
+            "key": key,
+            "title": title,
+            "rows": getattr(queue, key),
+            "total": queue.totals[key],
+            "table": NoteTable(getattr(queue, key), orderable=False),
+            "filter_query": query,
+        }
+        for key, title, query in REVIEW_SECTIONS
+    ]
+    return render_page(
+        request,
+        access,
+        "dashboard/review.html",
+        tab="review",
+        queue=queue,
+        sections=sections,
+        bulk_actions=BULK_ACTIONS,
+    )
+
+
+@project_page
+def recoveries(request, access):
+    records = selectors.recoveries_for_actor(actor=actor_of(request), project=access.project)
+    page = Paginator(records.order_by("-created_at", "-id"), 50).get_page(request.GET.get("page"))
+    return render_page(request, access, "dashboard/recoveries.html", tab="recoveries", page=page)
+
+
+@project_page
+def agents(request, access):
+    rows = selectors.agents_overview(actor=actor_of(request), project=access.project)
+    return render_page(request, access, "dashboard/agents.html", tab="agents", agents=rows)
+
+
+def agent_page(request, access, agent, *, fact_form=None, status=200, preview=None):
+    """An agent's page: its notes table, day log, daily review, recall preview and fact form."""
+    actor = actor_of(request)
+    queryset = selectors.notes_table_ids(actor=actor, project=access.project)
+    filterset, table = note_table(request, access, queryset, fixed={"agent": agent.pk})
+    return render_page(
+        request,
+        access,
+        "dashboard/agent.html",
+        tab="agents",
+        status=status,
+        agent=agent,
+        filter=filterset,
+        fixed_filters=["agent"],
+        table=table,
+        per_page_choices=PER_PAGE_CHOICES,
+        day_log=selectors.agent_day_log(actor=actor, agent=agent),
+        routine=selectors.routine_for_agent(actor=actor, agent=agent),
+        preview=preview,
+        fact_form=fact_form or FactForm(),
+        bulk_actions=BULK_ACTIONS,
+    )
+
+
+def agent_of(request, access, agent_id: str):
+    return selectors.agent_in_project(
+        actor=actor_of(request), project=access.project, agent_id=agent_id
+    )
+
+
+@project_page
+def agent_detail(request, access, agent_id):
+    return agent_page(request, access, agent_of(request, access, agent_id))
+
+
+@project_page
+@refusal_edge
+def agent_recall_preview(request, access, agent_id):
+    """What a recall for this agent would pick now, with scores; nothing is counted."""
+    agent = agent_of(request, access, agent_id)
+    query = request.GET.get("query", "")
+    preview = recall.recall(actor=actor_of(request), agent_id=agent.pk, query=query, mark=False)
+    preview.query = query
+    if request.htmx:
+        context = {**project_context(access), "agent": agent, "preview": preview}
+        return render(request, "dashboard/agent.html#recall_preview", context)
+    return agent_page(request, access, agent, preview=preview)
+
+
+@project_page
+def project_settings(request, access):
+    """The project's applications (managers delete one here) and, for administrators, the
+    project's own delete in its danger zone."""
+    actor = actor_of(request)
+    return render_page(
+        request,
+        access,
+        "dashboard/project_settings.html",
+        tab="settings",
+        applications=selectors.applications_overview(actor=actor, project=access.project),
+        can_delete_project=is_administrator(actor),
+    )

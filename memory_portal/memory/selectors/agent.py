@@ -1,0 +1,173 @@
+"""What an agent reads through its run: memories, recoveries, scratchpad, status, fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from ..access import actor_role, require_member
+from ..actors import Actor
+from ..errors import MemoryPortalError
+from ..models import (
+    Agent,
+    Kind,
+    MemorySetting,
+    Note,
+    Project,
+    Recovery,
+    Scope,
+    ScratchpadItem,
+    Status,
+    Trust,
+)
+from .projects import setting_get
+from .visibility import AgentView, agent_visible_q, notes_for_actor
+
+
+def agent_not_found(agent_id: str) -> MemoryPortalError:
+    return MemoryPortalError("not_found", f"No agent {agent_id} here.", hint="Check the agt_ id.")
+
+
+def memories_for_actor(
+    *,
+    actor: Actor,
+    agent_id: str | None = None,
+    kind: str | None = None,
+    status: str | None = None,
+) -> QuerySet[Note]:
+    """The `/api/v1/memories` list: an agent's own facts and day rows; a person sees the agents
+    of projects they belong to (one agent with `agent_id`). Newest first."""
+    qs = Note.objects.filter(scope=Scope.AGENT, kind__in=[Kind.FACT, Kind.DAY])
+    if actor.is_agent:
+        if agent_id and agent_id != actor.run.agent_id:
+            raise MemoryPortalError("memory_not_own", "An agent lists its own memories only.")
+        visible = agent_visible_q(
+            AgentView.of_run(actor.run),
+            include_archived=status != Status.ACTIVE,
+            include_expired=True,  # v1 lists show expired facts, marked `expired`
+        )
+        qs = qs.filter(visible, owner_agent_id=actor.run.agent_id)
+    else:
+        if agent_id:
+            agent = agent_get(actor=actor, agent_id=agent_id)
+            qs = qs.filter(owner_agent=agent)
+        elif not actor.user.is_superuser:
+            qs = qs.filter(project__memberships__user=actor.user)
+    if status:
+        qs = qs.filter(status=status)
+    else:
+        qs = qs.exclude(status=Status.FORGOTTEN)
+    if kind:
+        qs = qs.filter(kind=kind)
+    return qs.order_by("-created_at", "-id")
+
+
+def agent_get(*, actor: Actor, agent_id: str) -> Agent:
+    agent = Agent.objects.filter(pk=agent_id).select_related("project", "application").first()
+    if agent is None:
+        raise agent_not_found(agent_id)
+    if actor.is_agent:
+        if agent.pk != actor.run.agent_id:
+            raise MemoryPortalError("memory_not_own", "An agent acts on its own memories only.")
+        return agent
+    if actor_role(actor, agent.project) is None:
+        raise agent_not_found(agent_id)
+    return agent
+
+
+def agent_for_memories(*, actor: Actor, agent_id: str | None) -> Agent:
+    """Whose memories a v1 call is about: an agent its own (naming another is memory_not_own);
+    a person must name an agent of a project they belong to (memory_agent_required)."""
+    if actor.is_agent:
+        if agent_id and agent_id != actor.run.agent_id:
+            raise MemoryPortalError("memory_not_own", "An agent acts on its own memories only.")
+        return actor.run.agent
+    if not agent_id:
+        raise MemoryPortalError("memory_agent_required", "Name the agent this memory is for.")
+    return agent_get(actor=actor, agent_id=agent_id)
+
+
+def recoveries_for_actor(*, actor: Actor, project: Project | None = None) -> QuerySet[Recovery]:
+    """Recovery records an actor may restore: managers and members see the project's; an agent
+    sees those of learned notes in its reach (also from earlier runs)."""
+    if actor.is_person:
+        require_member(actor, project)
+        return Recovery.objects.filter(project=project).select_related("note", "forgotten_by_user")
+    run = actor.run
+    if run.agent.is_reviewer:
+        return Recovery.objects.none()
+    forgotten = agent_visible_q(AgentView.of_run(run), served=False, forgotten=True)
+    notes = Note.objects.filter(forgotten, trust=Trust.LEARNED)
+    return Recovery.objects.filter(project_id=run.project_id, note__in=notes).select_related("note")
+
+
+def scratchpad_items(*, actor: Actor) -> QuerySet[ScratchpadItem]:
+    """A top-level run's scratchpad: shared by its parallel steps, invisible to other runs."""
+    run = actor.run
+    return ScratchpadItem.objects.filter(
+        project_id=run.project_id, top_level_run_id=run.top_level_run_id
+    ).order_by("created_at", "id")
+
+
+@dataclass(frozen=True)
+class MemoryStatus:
+    enabled: bool
+    note_count: int
+    access_mode: str
+    revision: int
+    fingerprint: str
+
+
+def memory_status(*, actor: Actor) -> MemoryStatus:
+    """What `memory_status` answers: no note content, only counts and change markers."""
+    run = actor.run
+    setting = setting_get(project=run.project)
+    visible = notes_for_actor(actor=actor) if setting.enabled else Note.objects.none()
+    return MemoryStatus(
+        enabled=setting.enabled,
+        note_count=visible.count(),
+        access_mode="reviewed" if run.agent.is_reviewer else "learned",
+        revision=setting.revision,
+        fingerprint=fingerprint(actor=actor, setting=setting),
+    )
+
+
+def fingerprint(*, actor: Actor, setting: MemorySetting | None = None) -> str:
+    """A digest of everything the caller can see, leaving out what its own top-level run wrote
+    or forgot, so an orchestrator may reuse a step while this value holds (SPEC §2.11)."""
+    run = actor.run
+    setting = setting or setting_get(project=run.project)
+    own = run.top_level_run_id
+    digest = hashlib.sha256()
+    digest.update(f"{int(setting.enabled)}|{setting.revocation_epoch}".encode())
+    if not setting.enabled:
+        return digest.hexdigest()[:32]
+    # content_key: a day row changes content in place (appends) under the same content_hash.
+    fields = ("id", "trust", "content_hash", "content_key", "evidence_commit", "expires_at")
+    visible = notes_for_actor(actor=actor).exclude(top_level_run_id=own).values_list(*fields)
+    # Notes this run forgot still count as seen, in the state they had before (if it could see
+    # them: a reviewer nested in a run never saw the learned notes that run forgot).
+    forgotten_by_me = (
+        Note.objects.filter(
+            agent_visible_q(AgentView.of_run(run), served=False, forgotten=True),
+            recovery__forgotten_by_top_level_run_id=own,
+        )
+        .exclude(top_level_run_id=own)
+        .values_list(*fields)
+    )
+    rows = sorted(set(visible) | set(forgotten_by_me))
+    for row in rows:
+        digest.update("|".join("" if v is None else str(v) for v in row).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()[:32]
+
+
+def recovery_in_project(*, actor: Actor, project: Project, recovery_id: str) -> Recovery:
+    recovery = recoveries_for_actor(actor=actor, project=project).filter(pk=recovery_id).first()
+    if recovery is None:
+        raise MemoryPortalError(
+            "memory_recovery_not_found", f"No recovery {recovery_id} you can restore."
+        )
+    return recovery

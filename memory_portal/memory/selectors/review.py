@@ -1,0 +1,186 @@
+"""What a reviewer works through: the queue, day-log lines to lift, near-duplicates, routine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+from django.db.models import F, Q
+from django.utils import timezone
+
+from ..access import require_member
+from ..actors import Actor
+from ..errors import invalid
+from ..models import (
+    Agent,
+    Kind,
+    Note,
+    Project,
+    ReviewRoutine,
+    ReviewRun,
+    Status,
+    Trust,
+    expired_q,
+    not_expired_q,
+)
+from ..validation import agent_fact_identity, normalize_text
+from .notes import note_in_project, notes_rows, notes_table_ids
+
+# A fact nobody recalled for this long goes to the review queue; an expired one recalled within
+# it is renewed by the daily review.
+NOT_RECALLED = timedelta(days=30)
+
+
+def not_recalled_q(now: datetime) -> Q:
+    """Notes not recalled in the last 30 days (never recalled counts once they are that old)."""
+    cutoff = now - NOT_RECALLED
+    return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
+
+
+DAY_STAMP_LENGTH = len("HH:MM ")
+
+
+@dataclass(frozen=True)
+class DayLine:
+    """One line of a day log, offered to lift into a fact of the same agent."""
+
+    note: Note  # the day row
+    index: int
+    line: str  # as written: "HH:MM TASK-KEY text"
+    text: str  # the fact a lift saves: the line without its HH:MM stamp
+    lifted_as: str | None  # the live fact that already holds this text
+
+
+def _day_line_text(line: str) -> str:
+    stamp = line[:DAY_STAMP_LENGTH]
+    if len(stamp) == DAY_STAMP_LENGTH and stamp[2] == ":" and stamp[:2].isdigit():
+        return line[DAY_STAMP_LENGTH:].strip()
+    return line.strip()
+
+
+def _day_lines(project: Project, rows: list[Note]) -> list[DayLine]:
+    drafts = []
+    for row in rows:
+        for index, line in enumerate(row.lines):
+            text = _day_line_text(line)
+            if not text:
+                continue
+            identity = agent_fact_identity(
+                owner_agent_id=row.owner_agent_id, content=normalize_text(text)
+            )
+            drafts.append((row, index, line, text, identity))
+    live = dict(
+        Note.objects.filter(
+            project=project,
+            status=Status.ACTIVE,
+            content_hash__in=[d[4] for d in drafts],
+        ).values_list("content_hash", "id")
+    )
+    return [DayLine(row, index, line, text, live.get(h)) for row, index, line, text, h in drafts]
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    learned: list[Note]  # learned live notes, oldest first
+    expired: list[Note]  # active notes past their expiry
+    not_recalled: list[Note]  # live notes no recall picked in 30 days
+    stale: list[Note]  # notes whose evidence commit is no longer pinned
+    day: date  # yesterday (UTC)
+    day_lines: list[DayLine]  # yesterday's day-log lines, to lift into facts by hand
+    totals: dict[str, int]
+    # Near-duplicates by meaning the agents' latest daily reviews reported, both still live:
+    # for a person to merge (or keep apart); the review never merges them itself.
+    similar: list[SimilarPair] = ()
+
+
+@dataclass(frozen=True)
+class SimilarPair:
+    older: Note
+    newer: Note
+    cosine: float
+
+
+def similar_pairs(*, project: Project, limit: int = 25) -> list[SimilarPair]:
+    """The near-duplicate pairs of each agent's latest finished daily review in the project
+    (`counts["near_duplicate_pairs"]`), closest first, where both facts are still live."""
+    latest: dict[int, list] = {}
+    runs = (
+        ReviewRun.objects.filter(routine__agent__project=project, finished_at__isnull=False)
+        .order_by("routine_id", "-finished_at")
+        .values_list("routine_id", "counts")
+    )
+    for routine_id, counts in runs:
+        latest.setdefault(routine_id, (counts or {}).get("near_duplicate_pairs") or [])
+    pairs = sorted((p for ps in latest.values() for p in ps), key=lambda p: -p[2])
+    ids = {i for p in pairs for i in p[:2]}
+    live = Note.objects.filter(project=project, pk__in=ids, status=Status.ACTIVE).in_bulk()
+    kept = [SimilarPair(live[a], live[b], c) for a, b, c in pairs if a in live and b in live]
+    return kept[:limit]
+
+
+def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQueue:
+    """What a reviewer works through. A note shows once, in the first section it belongs to."""
+    now = timezone.now()
+    # Each section filters, counts and picks ids on the note table alone; the picked rows'
+    # relations are loaded once, for at most 4 × limit notes (planning a 9-table join per
+    # section cost more than running it).
+    rows = notes_table_ids(actor=actor, project=project).filter(status=Status.ACTIVE)
+    not_expired = not_expired_q(now)
+    sections = {
+        "learned": rows.filter(not_expired, trust=Trust.LEARNED)
+        .exclude(kind=Kind.DAY)
+        .order_by("created_at", "id"),
+        "expired": rows.filter(expired_q(now)).order_by("expires_at", "id"),
+        "not_recalled": rows.filter(not_expired, not_recalled_q(now))
+        .exclude(kind=Kind.DAY)
+        .exclude(trust=Trust.REJECTED)
+        .order_by(F("last_recalled_at").asc(nulls_first=True), "created_at"),
+        "stale": rows.filter(evidence_stale=True).order_by("created_at", "id"),
+    }
+    seen: set[str] = set()
+    picked_ids: dict[str, list[str]] = {}
+    totals: dict[str, int] = {}
+    for name, qs in sections.items():
+        totals[name] = qs.count()
+        picked_ids[name] = [pk for pk in qs.values_list("pk", flat=True)[:limit] if pk not in seen]
+        seen.update(picked_ids[name])
+    loaded = {n.pk: n for n in notes_rows(actor=actor, project=project, ids=list(seen))}
+    picked = {name: [loaded[i] for i in ids if i in loaded] for name, ids in picked_ids.items()}
+    yesterday = now.date() - timedelta(days=1)
+    day_rows = list(
+        Note.objects.filter(project=project, kind=Kind.DAY, day=yesterday, status=Status.ACTIVE)
+        .select_related("owner_agent")
+        .order_by("owner_agent__name", "id")
+    )
+    return ReviewQueue(
+        learned=picked["learned"],
+        expired=picked["expired"],
+        not_recalled=picked["not_recalled"],
+        stale=picked["stale"],
+        day=yesterday,
+        day_lines=_day_lines(project, day_rows),
+        totals=totals,
+        similar=similar_pairs(project=project, limit=limit),
+    )
+
+
+def day_line_get(*, actor: Actor, project: Project, note_id: str, index: int) -> DayLine:
+    """One line of a day row of the project, as the review queue offers it."""
+    row = note_in_project(actor=actor, project=project, note_id=note_id)
+    if row.kind != Kind.DAY or row.owner_agent_id is None:
+        raise invalid("id", f"{note_id} is not a day log.")
+    lines = _day_lines(project, [row])
+    match = next((d for d in lines if d.index == index), None)
+    if match is None:
+        raise invalid("line", f"{note_id} has no line {index}.")
+    return match
+
+
+def routine_for_agent(*, actor: Actor, agent: Agent, runs: int = 5):
+    """The agent's daily review and its last runs (None when it has none yet)."""
+    require_member(actor, agent.project)
+    routine = ReviewRoutine.objects.filter(agent=agent).first()
+    if routine is None:
+        return None
+    routine.recent_runs = list(routine.runs.order_by("-started_at", "-id")[:runs])
+    return routine

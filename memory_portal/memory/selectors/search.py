@@ -1,0 +1,108 @@
+"""Search over what an actor may list: full text, and with meaning on, the hybrid ranking."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import BooleanField, Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models.expressions import RawSQL
+
+from ..actors import Actor
+from ..embeddings import embedding_settings
+from ..hybrid import TextRow, hybrid_scores
+from ..models import Note, Project
+from ..validation import reject_unstorable
+from .visibility import notes_for_actor
+
+
+def notes_search(
+    *,
+    actor: Actor,
+    project: Project | None = None,
+    query: str,
+    kind: str | None = None,
+    target: str | None = None,
+    day: date | None = None,
+) -> QuerySet[Note]:
+    """Search over what the actor may list: full text, and, when embeddings are on, meaning
+    (docs/RECALL.md, "Search"). Full text: PostgreSQL websearch_to_tsquery over the generated
+    `search_vector` column (GIN index), best rank first; SQLite: every word must occur in
+    content or summary, newest first. With meaning, the full-text matches and the notes whose
+    stored vector is close to the query (hybrid score ≥ the recall threshold) are ranked by the
+    hybrid score recall uses, best first."""
+    reject_unstorable("query", query)
+    qs = notes_for_actor(actor=actor, project=project)
+    if kind:
+        qs = qs.filter(kind=kind)
+    if target:
+        qs = qs.filter(target=target)
+    if day:
+        qs = qs.filter(day=day)
+    text_qs = _full_text(qs, query)
+    if not embedding_settings()["enabled"] or _uses_operators(query):
+        return text_qs
+    return _hybrid_ranked(qs, text_qs, query)
+
+
+def _uses_operators(query: str) -> bool:
+    """A quoted phrase, an excluded word (`-word`) or `OR`: the caller asked for exact text,
+    which meaning cannot honour, so the search stays full text."""
+    words = query.split()
+    return '"' in query or "OR" in words or any(w.startswith("-") for w in words)
+
+
+SEARCH_SCAN = 5_000  # the newest notes a search compares by meaning (a project holds 2,000)
+SEARCH_RESULTS = 200  # a hybrid search ranks at most this many notes
+
+
+def _hybrid_ranked(qs: QuerySet[Note], text_qs: QuerySet[Note], query: str) -> QuerySet[Note]:
+    """The full-text matches and the meaning matches of `qs`, ranked by the hybrid score
+    (lexical and semantic, the recall scorer; notes without a stored vector by words alone),
+    then newest first. One query embedding, one matrix product over stored vectors."""
+    text_ids = set(text_qs.values_list("id", flat=True)[:SEARCH_SCAN])
+    rows = TextRow.of(qs.order_by("-created_at", "-id")[:SEARCH_SCAN])
+    seen = {r.id for r in rows}
+    missing = [i for i in text_ids if i not in seen]
+    if missing:
+        rows += TextRow.of(qs.filter(pk__in=missing))
+    if not rows:
+        return text_qs
+    scores = hybrid_scores(query, rows, stored_only=True).scores
+    threshold = settings.MEMORY_PORTAL.get("RECALL_THRESHOLD", 0.5)
+    kept = [
+        (score, row)
+        for row, score in zip(rows, scores, strict=True)
+        if row.id in text_ids or score >= threshold
+    ]
+    kept.sort(key=lambda p: (-p[0], p[1].id not in text_ids, -p[1].created_at.timestamp()))
+    ranked = [row.id for _, row in kept[:SEARCH_RESULTS]]
+    if not ranked:
+        return qs.none()
+    order = Case(
+        *(When(pk=pk, then=Value(i)) for i, pk in enumerate(ranked)), output_field=IntegerField()
+    )
+    return qs.filter(pk__in=ranked).order_by(order)
+
+
+def _full_text(qs: QuerySet[Note], query: str) -> QuerySet[Note]:
+    if connection.vendor == "postgresql":
+        tsquery = "websearch_to_tsquery('english', %s)"
+        # The project first, then the words: the match is on an expression the GIN index does
+        # not cover, so PostgreSQL reads the project's rows (at most the cap) by its btree
+        # index and tests each stored vector, instead of collecting the word's rows across
+        # every project from the GIN index and discarding all but this project's.
+        qs = qs.filter(
+            RawSQL(
+                f"coalesce(project_memory_entry.search_vector, ''::tsvector) @@ {tsquery}",
+                (query,),
+                BooleanField(),
+            )
+        ).annotate(rank=RawSQL(f"ts_rank(project_memory_entry.search_vector, {tsquery})", (query,)))
+        return qs.order_by("-rank", "-created_at", "-id")
+    for word in query.split():
+        word = word.strip("\"'")
+        if word and word.lower() not in {"or", "and"} and not word.startswith("-"):
+            qs = qs.filter(Q(content__icontains=word) | Q(summary__icontains=word))
+    return qs.order_by("-created_at", "-id")

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import override_settings
 
-from memory_portal.memory.recall_eval import (
+from memory_portal.memory.recall.evaluation import (
     SCORERS,
     default_dataset_path,
     evaluate,

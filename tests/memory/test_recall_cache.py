@@ -4,8 +4,10 @@ scored from the cache, any change through the services is seen by the next recal
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from io import StringIO
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
@@ -144,3 +146,40 @@ def test_an_older_revision_is_served_but_not_kept(world):
     assert list(older) == list(current)
     assert cache.facts(world.project, revision, live) is current
     assert cache._tables[(world.project.pk, world.project.created_at)][0] == revision
+
+
+class _Live:
+    """A stand-in for the live facts' queryset: rows as `values_list` gives them."""
+
+    def __init__(self, rows: list[tuple]) -> None:
+        self.rows = rows
+
+    def values_list(self, *fields, flat: bool = False) -> list:
+        return [r[0] for r in self.rows] if flat else list(self.rows)
+
+
+def test_the_cache_is_consistent_under_threads(settings):
+    """Threads recalling projects at moving revisions always get the rows of their revision,
+    and the cache's count of what it holds stays true and within its bounds."""
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": False}
+    now = timezone.now()
+    projects = [SimpleNamespace(pk=p, created_at=now) for p in range(3)]
+
+    def rows(project: int, revision: int) -> list[tuple]:
+        n = 5 + (revision % 4)
+        return [(f"mem_{project}_{revision}_{i}", "", f"fact {i}", now, None, "") for i in range(n)]
+
+    cache = FactCache(projects=2, facts=20)
+
+    def work(seed: int) -> None:
+        for step in range(300):
+            project, revision = (seed + step) % 3, step // 30
+            live = _Live(rows(project, revision))
+            got = cache.facts(projects[project], revision, live)
+            assert [f.id for f in got] == [r[0] for r in live.rows]
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        for future in [pool.submit(work, seed) for seed in range(6)]:
+            future.result()
+    assert len(cache._tables) <= 2
+    assert cache._held == sum(len(f) for f in cache._sets.values()) <= 20

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -47,7 +48,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def score_facts(
-    query: str, facts: list[Note], *, deadline: float | None = None, detailed: bool = False
+    query: str, facts: Sequence, *, deadline: float | None = None, detailed: bool = False
 ):
     """Each fact's hybrid score against the query, in the facts' order (docs/RECALL.md); with
     `detailed`, the `hybrid.Scored` that also says which scorer stood in (`fallback`)."""
@@ -118,7 +119,7 @@ def _as_notes(picked: list[Picked]) -> list[Picked]:
     return [Picked(notes[p.note.id], p.score) for p in picked if p.note.id in notes]
 
 
-def _pick(facts: list[Note], scores: list[float] | None, threshold: float) -> list[Picked]:
+def _pick(facts: Sequence, scores: list[float] | None, threshold: float) -> list[Picked]:
     if scores is None:
         ranked = [Picked(f, None) for f in facts]  # newest first
     else:

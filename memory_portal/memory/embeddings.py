@@ -160,6 +160,10 @@ class MiniLMEmbedder:
         return out
 
 
+def _openai_name(model: str) -> str:
+    return f"openai:{model}"
+
+
 class OpenAIEmbedder:
     """An OpenAI-compatible `POST {url}/embeddings` endpoint (`{"model", "input"}` in,
     `{"data": [{"index", "embedding"}]}` out), called with a timeout. Any failure raises
@@ -170,7 +174,7 @@ class OpenAIEmbedder:
         self.model = model
         self.key = key
         self.timeout = timeout
-        self.name = f"openai:{model}"
+        self.name = _openai_name(model)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -217,6 +221,15 @@ def embedding_settings() -> dict:
         "timeout": conf.get("EMBEDDINGS_TIMEOUT_SECONDS", 5.0),
         "enabled": conf.get("EMBEDDINGS_ENABLED", False),
     }
+
+
+def configured_name() -> str | None:
+    """The name of the configured provider, as stored with the vectors it makes (None when
+    embeddings are switched off), without loading it."""
+    conf = embedding_settings()
+    if not conf["enabled"]:
+        return None
+    return _openai_name(conf["model"]) if conf["url"] else MiniLMEmbedder.name
 
 
 def get_embedder() -> MiniLMEmbedder | OpenAIEmbedder | None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_portal.memory import embeddings, hybrid, services
+from memory_portal.memory import embeddings, services
 from memory_portal.memory.embeddings import EmbeddingError, MiniLMEmbedder, OpenAIEmbedder
-from memory_portal.memory.recall import recall
+from memory_portal.memory.recall import hybrid, recall
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 
@@ -79,7 +79,7 @@ def test_a_missing_model_package_scores_words_alone(world, monkeypatch):
 def test_facts_not_embedded_within_the_budget_score_words_alone(world, monkeypatch):
     """A cold process with a large memory: the facts' vectors are not all computed within the
     recall's deadline, so words alone score this recall (not the newest-first fallback)."""
-    from memory_portal.memory.recall import RecallTimeout
+    from memory_portal.memory.recall.lexical import RecallTimeout
 
     def past_deadline(deadline):
         raise RecallTimeout

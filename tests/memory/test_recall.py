@@ -11,10 +11,11 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from memory_portal.memory import recall as recall_module
 from memory_portal.memory import services
 from memory_portal.memory.models import Kind, Note, Scope, Target
-from memory_portal.memory.recall import (
+from memory_portal.memory.recall import service as recall_module
+from memory_portal.memory.recall.evaluation import evaluate, load_dataset
+from memory_portal.memory.recall.service import (
     MAX_DAY_TOKENS,
     MAX_MEMORIES,
     MAX_MEMORY_TOKENS,
@@ -22,10 +23,8 @@ from memory_portal.memory.recall import (
     estimate_tokens,
     recall,
     score_facts,
-    stem,
-    terms,
 )
-from memory_portal.memory.recall_eval import evaluate, load_dataset
+from memory_portal.memory.recall.text import stem, terms
 from memory_portal.memory.validation import day_row_identity, note_identity
 
 DATASET = load_dataset()

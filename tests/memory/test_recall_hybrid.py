@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory_portal.memory import hybrid
-from memory_portal.memory.recall import terms
-from memory_portal.memory.recall_eval import _facts_by_agent, evaluate, load_dataset
+from memory_portal.memory.recall import hybrid
+from memory_portal.memory.recall.evaluation import _facts_by_agent, evaluate, load_dataset
+from memory_portal.memory.recall.text import terms
 
 DATASET = load_dataset()
 

@@ -5,10 +5,12 @@ written with `bulk_create`, the same identity hash and the stored vectors the se
 (raising the project cap for itself when N needs it), and a day log of today. The facts
 are the labelled set's (tests/memory/recall_set.py), repeated with a ticket key
 to reach N; the queries are the set's. Then it calls `recall(actor=…, query=…, mark=False)`, the
-dashboard preview path (the whole recall: the query for live facts, scoring, picking, the day
-log and the block, without the recall-count UPDATE) and reports the median and p95 in ms, plus
-the first (cold) call and the scoring share alone. The project is deleted at the end unless
---keep.
+dashboard preview path (the whole recall: the revision and the live facts, scoring, picking, the
+day log and the block, without the recall-count UPDATE) and reports the median and p95 in ms,
+plus the first call (cold caches), the scoring share alone and the floor: what any recall of
+these facts costs at least, the raw SQL reading the agent's live facts (the `recall` floor of
+`memory_bench_scale`) plus the query's embedding, measured in the same run. The project is
+deleted at the end unless --keep.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from memory_portal.memory import embeddings, lexical, services
-from memory_portal.memory import recall as recall_module
+from memory_portal.memory import embeddings, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import Kind, MemorySetting, Note, Scope, Stage, Target
-from memory_portal.memory.recall_eval import default_dataset_path, load_dataset
+from memory_portal.memory.recall import facts as recall_facts
+from memory_portal.memory.recall import lexical, service, text
+from memory_portal.memory.recall.evaluation import default_dataset_path, load_dataset
+from memory_portal.memory.scale_floors import FLOORS
 from memory_portal.memory.selectors import AgentView
 from memory_portal.memory.services.vectors import stamp_vectors
 from memory_portal.memory.validation import stamp_identity
@@ -101,23 +105,15 @@ class Command(BaseCommand):
 
     def _fill(self, project, agent, texts: list[str], n: int) -> None:
         now = timezone.now()
+        fact = {"project": project, "scope": Scope.AGENT, "owner_agent": agent, "kind": Kind.FACT}
+        fact.update(target=Target.LONG_TERM, expires_at=now + timedelta(days=90))
+        fact.update(created_by_agent_id=agent.pk, created_by_stage=agent.stage)
         notes = []
         for i in range(n):
             base = texts[i % len(texts)]
-            text = base if i < len(texts) else f"{base} (again in PIN-{1000 + i})"
-            note = Note(
-                project=project,
-                scope=Scope.AGENT,
-                owner_agent=agent,
-                kind=Kind.FACT,
-                target=Target.LONG_TERM,
-                content=text[:500],
-                expires_at=now + timedelta(days=90),
-                created_at=now - timedelta(minutes=i),
-                updated_at=now - timedelta(minutes=i),
-                created_by_agent_id=agent.pk,
-                created_by_stage=agent.stage,
-            )
+            content = (base if i < len(texts) else f"{base} (again in PIN-{1000 + i})")[:500]
+            at = now - timedelta(minutes=i)
+            note = Note(**fact, content=content, created_at=at, updated_at=at)
             stamp_identity(note)
             notes.append(note)
         # The vectors every write stores (docs/RECALL.md, "Stored vectors"), computed here for
@@ -134,11 +130,12 @@ class Command(BaseCommand):
 
     def _measure(self, actor: Actor, queries: list[str], n: int, repeat: int) -> None:
         lexical._fact_terms.cache_clear()
-        lexical.stem.cache_clear()
+        text.stem.cache_clear()
         lexical._scorer.cache_clear()
         embeddings.vector_cache.clear()  # recall must read the stored vectors
+        recall_facts.fact_cache.clear()
         started = time.perf_counter()
-        first = recall_module.recall(actor=actor, query=queries[0], mark=False)
+        first = service.recall(actor=actor, query=queries[0], mark=False)
         cold = (time.perf_counter() - started) * 1000
         if first.considered != n:
             raise CommandError(f"recall saw {first.considered} facts, expected {n}")
@@ -149,19 +146,21 @@ class Command(BaseCommand):
         for i in range(repeat):
             query = queries[i % len(queries)]
             started, started_cpu = time.perf_counter(), time.process_time()
-            result = recall_module.recall(actor=actor, query=query, mark=False)
+            result = service.recall(actor=actor, query=query, mark=False)
             wall.append((time.perf_counter() - started) * 1000)
             cpu.append((time.process_time() - started_cpu) * 1000)
             picks.append(len(result.memories))
             if result.fallback is not None:
                 raise CommandError(f"recall fell back ({result.fallback}) on {query!r}")
 
-        facts = recall_module.live_fact_rows(AgentView.of_run(actor.run), timezone.now())
+        facts = recall_facts.live_fact_rows(AgentView.of_run(actor.run), timezone.now())
         scoring: list[float] = []
         for i in range(repeat):
             started = time.perf_counter()
-            recall_module.score_facts(queries[i % len(queries)], facts)
+            service.score_facts(queries[i % len(queries)], facts)
             scoring.append((time.perf_counter() - started) * 1000)
+        sql_ms, embed_ms = self._floor(actor, queries, repeat)
+        floor_ms = sql_ms + embed_ms
 
         self.stdout.write(
             f"recall() over {n} live facts on {connection.vendor}, {repeat} calls "
@@ -179,8 +178,31 @@ class Command(BaseCommand):
             f"  scoring alone: median {statistics.median(scoring):.1f} ms   "
             f"p95 {percentile(scoring, 0.95):.1f} ms"
         )
+        self.stdout.write(
+            f"  floor {floor_ms:.1f} ms (raw SQL of the live facts {sql_ms:.1f} ms + the query's "
+            f"embedding {embed_ms:.1f} ms, medians): median / floor "
+            f"{statistics.median(wall) / floor_ms:.2f}, p95 / floor "
+            f"{percentile(wall, 0.95) / floor_ms:.2f}"
+        )
         self.stdout.write(f"  memories picked per call: median {statistics.median(picks):g}")
         self.stdout.write(
             f"  embedding the {min(n, len(self.texts))} distinct facts at write time (stored; "
             f"not part of recall): {self.embed_ms:.0f} ms"
         )
+
+    def _floor(self, actor: Actor, queries: list[str], repeat: int) -> tuple[float, float]:
+        """Medians in ms of what any recall of these facts costs at least: reading the agent's
+        live facts with one raw SQL statement, and embedding the query."""
+        embedder = embeddings.get_embedder()
+        sql: list[float] = []
+        embed: list[float] = []
+        with connection.cursor() as cursor:
+            for i in range(repeat):
+                started = time.perf_counter()
+                FLOORS["recall"](cursor, {"recall_agent": actor.run.agent})
+                sql.append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                if embedder is not None:
+                    embedder.embed([queries[i % len(queries)]])
+                embed.append((time.perf_counter() - started) * 1000)
+        return statistics.median(sql), statistics.median(embed)

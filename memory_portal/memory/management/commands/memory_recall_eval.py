@@ -7,25 +7,17 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import override_settings
 
-from memory_portal.memory.recall_eval import (
-    SCORERS,
-    default_dataset_path,
-    evaluate,
-    format_comparison,
-    format_report,
-    load_dataset,
-)
+from memory_portal.memory.recall import evaluation
 
 
 class Command(BaseCommand):
     help = "Print the precision and recall of memory recall on a labelled set."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        default = evaluation.default_dataset_path()
         parser.add_argument(
             "--dataset",
-            default=None,
-            help=f"A Python file defining FACTS, QUERIES, UNRELATED, HELD_OUT "
-            f"(default {default_dataset_path()}).",
+            help=f"A Python file defining FACTS, QUERIES, UNRELATED, HELD_OUT (default {default}).",
         )
         parser.add_argument(
             "--threshold",
@@ -35,7 +27,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--scorer",
-            choices=SCORERS,
+            choices=evaluation.SCORERS,
             default="hybrid",
             help="The scorer whose details are printed after the comparison (default hybrid).",
         )
@@ -47,7 +39,7 @@ class Command(BaseCommand):
         self, *args, dataset=None, threshold=None, verbose=False, scorer="hybrid", **options
     ) -> None:
         try:
-            data = load_dataset(dataset)
+            data = evaluation.load_dataset(dataset)
         except (OSError, KeyError, SyntaxError) as exc:
             raise CommandError(f"cannot load the dataset: {exc}") from exc
         # The semantic and hybrid rows measure the embedding model whether or not this
@@ -57,12 +49,12 @@ class Command(BaseCommand):
             shared: dict = {}
             with override_settings(MEMORY_PORTAL=portal):
                 evs = {
-                    name: evaluate(data, threshold=threshold, scorer=name, shared=shared)
-                    for name in SCORERS
+                    name: evaluation.evaluate(data, threshold=threshold, scorer=name, shared=shared)
+                    for name in evaluation.SCORERS
                 }
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(format_comparison(list(evs.values())))
+        self.stdout.write(evaluation.format_comparison(list(evs.values())))
         self.stdout.write("")
         verbose = verbose or options.get("verbosity", 1) > 1
-        self.stdout.write(format_report(evs[scorer], verbose=verbose))
+        self.stdout.write(evaluation.format_report(evs[scorer], verbose=verbose))

@@ -26,10 +26,10 @@ from types import SimpleNamespace
 
 from django.conf import settings
 
+from ..validation import task_text
 from .hybrid import hybrid_scores
 from .lexical import lexical_scores
-from .recall import _pick, recall_settings
-from .validation import task_text
+from .service import _pick, recall_settings
 
 SCORERS = ("lexical", "semantic", "hybrid")
 
@@ -165,9 +165,7 @@ def _facts_by_agent(facts: list[dict]) -> dict[str, list[_Fact]]:
     return {agent: list(reversed(rows)) for agent, rows in by_agent.items()}
 
 
-def _run(
-    query: str, agent: str, facts: list[_Fact], threshold: float, scorer=None
-) -> QueryOutcome:
+def _run(query: str, agent: str, facts: list[_Fact], threshold: float, scorer=None) -> QueryOutcome:
     scores = (scorer or _scorer("hybrid"))(query, facts)
     picked = _pick(facts, scores, threshold)
     return QueryOutcome(

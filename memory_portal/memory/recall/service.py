@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,21 +13,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .access import check_agent_gate
-from .actors import Actor
-from .errors import invalid
-from .hybrid import TextRow, hybrid_scores
-from .lexical import (  # noqa: F401 - recall's lexical names, here since before lexical.py
-    RecallTimeout,
-    Scorer,
-    lexical_scores,
-    stem,
-    terms,
-)
-from .models import Agent, Kind, Note, Scope, StartRecall
-from .selectors import AgentView, agent_for_memories, agent_visible_q, setting_get
-from .services import notes_mark_recalled
-from .validation import RECALL_QUERY_MAX, reject_unstorable
+from ..access import check_agent_gate
+from ..actors import Actor
+from ..errors import invalid
+from ..models import Agent, Kind, Note, StartRecall
+from ..selectors import AgentView, agent_for_memories, setting_get
+from ..services import notes_mark_recalled
+from ..validation import RECALL_QUERY_MAX, reject_unstorable
+from .facts import live_fact_rows, own_notes
+from .hybrid import hybrid_scores
+from .lexical import RecallTimeout
 
 MAX_MEMORIES = 300
 MAX_MEMORY_TOKENS = 12_000
@@ -52,7 +48,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def score_facts(
-    query: str, facts: list[Note], *, deadline: float | None = None, detailed: bool = False
+    query: str, facts: Sequence, *, deadline: float | None = None, detailed: bool = False
 ):
     """Each fact's hybrid score against the query, in the facts' order (docs/RECALL.md); with
     `detailed`, the `hybrid.Scored` that also says which scorer stood in (`fallback`)."""
@@ -81,28 +77,10 @@ class RecallResult:
     considered: int = 0
 
 
-def _own(view: AgentView, kind: str, now: datetime):
-    """The agent's own notes of one kind that the visibility rule serves it."""
-    return Note.objects.filter(
-        agent_visible_q(view, now=now), scope=Scope.AGENT, owner_agent_id=view.agent_id, kind=kind
-    )
-
-
-def live_facts(view: AgentView, now: datetime) -> list[Note]:
-    return list(_own(view, Kind.FACT, now).order_by("-created_at", "-id"))
-
-
-def live_fact_rows(view: AgentView, now: datetime) -> list[TextRow]:
-    """The live facts of `live_facts`, same order, as plain rows (over 2,000 facts the ORM's
-    model instances cost more than scoring them; docs/RECALL.md, "Speed"). The picked ones are
-    loaded as notes afterwards."""
-    return TextRow.of(_own(view, Kind.FACT, now).order_by("-created_at", "-id"))
-
-
 def recent_day_lines(view: AgentView, now: datetime) -> list[str]:
     """Today's and yesterday's day log, newest line first, within the day-log token budget."""
     today = now.date()
-    rows = _own(view, Kind.DAY, now).filter(day__in=[today, today - timedelta(days=1)])
+    rows = own_notes(view, Kind.DAY, now).filter(day__in=[today, today - timedelta(days=1)])
     rows = rows.order_by("-day")
     lines: list[str] = []
     used = 0
@@ -141,7 +119,7 @@ def _as_notes(picked: list[Picked]) -> list[Picked]:
     return [Picked(notes[p.note.id], p.score) for p in picked if p.note.id in notes]
 
 
-def _pick(facts: list[Note], scores: list[float] | None, threshold: float) -> list[Picked]:
+def _pick(facts: Sequence, scores: list[float] | None, threshold: float) -> list[Picked]:
     if scores is None:
         ranked = [Picked(f, None) for f in facts]  # newest first
     else:
@@ -177,8 +155,9 @@ def recall(
     preview: nothing is counted or remembered."""
     now = now or timezone.now()
     agent = agent_for_memories(actor=actor, agent_id=agent_id)
+    setting = setting_get(project=agent.project)  # its revision keys the facts' cache
     if actor.is_agent:
-        check_agent_gate(actor, setting_get(project=agent.project), write=False)
+        check_agent_gate(actor, setting, write=False)
     if query is not None:
         if not isinstance(query, str):
             raise invalid("query", "query must be a string.")
@@ -191,7 +170,7 @@ def recall(
     # What the agent itself would be served: its run's view, or (a person's recall for an
     # agent, the dashboard preview) the agent's.
     view = AgentView.of_run(actor.run) if actor.is_agent else AgentView.of_agent(agent)
-    facts = live_fact_rows(view, now)
+    facts = live_fact_rows(view, now, project=agent.project, revision=setting.revision)
     fallback: str | None = None
     scores: list[float] | None = None
     if (not query or not query.strip()) and start and actor.is_agent:
@@ -215,14 +194,9 @@ def recall(
     block = render_block(picked, day_lines)
     if mark and picked:
         notes_mark_recalled(project=agent.project, note_ids=[p.note.id for p in picked], now=now)
+    tokens = estimate_tokens(block)
     return RecallResult(
-        agent=agent,
-        memories=picked,
-        day_lines=day_lines,
-        block=block,
-        fallback=fallback,
-        tokens=estimate_tokens(block),
-        considered=len(facts),
+        agent, picked, day_lines, block, fallback=fallback, tokens=tokens, considered=len(facts)
     )
 
 

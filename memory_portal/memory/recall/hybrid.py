@@ -1,0 +1,257 @@
+"""Hybrid recall scoring (docs/RECALL.md, "Hybrid"): the lexical score and a calibrated
+semantic score from sentence embeddings, combined into one score in [0, 1] where 0.5 keeps
+its meaning ("worth recalling").
+
+The semantic score of a fact is the smallest of three calibrated ramps, each 0.5 at its cut:
+
+- **absolute**: the cosine similarity of query and fact (0.5 at `cosine_cut`), so that a
+  question about nothing the agent knows gets nothing;
+- **distinctive**: how far the fact stands above the agent's other facts for this query, in
+  standard deviations (0.5 at `z_cut`), so that a generic question close to everything picks
+  nothing; the mean and spread are shrunk towards a prior so an agent with few facts works;
+- **near the best**: within `margin` of the best cosine for this query.
+
+The hybrid score is the larger of the lexical and the semantic score: a fact the words already
+find keeps its lexical score, and meaning adds the paraphrases words miss. Meaning also vetoes a
+word-only match: when the fact's cosine is below `lexical_gate`, its lexical score is capped just
+under 0.5 (a shared word, different subject).
+
+The constants were chosen on the main labelled set and the even-numbered half of the paraphrase
+set, for the built-in model (docs/RECALL.md, "Hybrid"); an endpoint's model has its own cosine
+scale and would need its own calibration.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from ..embeddings import (
+    EmbeddingError,
+    MiniLMEmbedder,
+    _builtin,
+    decode_many,
+    get_embedder,
+    note_text,
+    vector_cache,
+)
+from .lexical import RecallTimeout, Scorer, fact_scorer, lexical_scores
+
+log = logging.getLogger(__name__)
+
+FALLBACK_ENDPOINT = "embeddings_endpoint"  # the endpoint failed; the built-in model scored
+FALLBACK_LEXICAL = "lexical_only"  # no embedding provider could run; words alone scored
+# The facts' vectors were not all computed within the recall's time budget (a cold process, a
+# large memory): words alone scored this time; what was computed stays cached for the next.
+FALLBACK_WARMING = "embeddings_warming"
+
+
+@dataclass(frozen=True)
+class SemanticCalibration:
+    cosine_cut: float = 0.36
+    cosine_full: float = 0.6
+    z_cut: float = 1.75
+    margin: float = 0.02
+    prior_mean: float = 0.12  # the cosine of a query to an unrelated fact, on the labelled set
+    prior_std: float = 0.1
+    prior_weight: int = 5
+    lexical_gate: float = 0.25
+
+
+CALIBRATION = SemanticCalibration()
+
+
+def _ramp(x: np.ndarray, cut: float, full: float, zero: float) -> np.ndarray:
+    """0 at `zero`, 0.5 at `cut`, 1 at `full`, linear in between."""
+    low = 0.5 * (x - zero) / (cut - zero)
+    high = 0.5 + 0.5 * (x - cut) / (full - cut)
+    return np.clip(np.where(x < cut, low, high), 0.0, 1.0)
+
+
+def semantic_from_cosines(
+    cosines: np.ndarray, cal: SemanticCalibration = CALIBRATION
+) -> np.ndarray:
+    """Calibrated semantic scores in [0, 1] from one query's cosines to each of the agent's
+    facts."""
+    if cosines.size == 0:
+        return cosines
+    n = cosines.size
+    k = cal.prior_weight
+    mean = (cosines.sum() + k * cal.prior_mean) / (n + k)
+    var = (((cosines - mean) ** 2).sum() + k * cal.prior_std**2) / (n + k)
+    z = (cosines - mean) / np.sqrt(var)
+    best = cosines.max()
+    absolute = _ramp(cosines, cal.cosine_cut, cal.cosine_full, cal.cosine_cut - 0.15)
+    distinctive = _ramp(z, cal.z_cut, cal.z_cut + 2.0, cal.z_cut - 1.0)
+    near_best = _ramp(cosines - best, -cal.margin, 0.0, -cal.margin - 0.05)
+    return np.minimum(np.minimum(absolute, distinctive), near_best)
+
+
+@dataclass(frozen=True)
+class TextRow:
+    """What scoring needs of a note, read with `values_list` instead of building a `Note`."""
+
+    id: str
+    summary: str
+    content: str
+    created_at: datetime
+    embedding: bytes | None
+    embedding_model: str
+
+    FIELDS = ("id", "summary", "content", "created_at", "embedding", "embedding_model")
+
+    @classmethod
+    def of(cls, queryset) -> list[TextRow]:
+        return [cls(*row) for row in queryset.values_list(*cls.FIELDS)]
+
+
+def fact_text(fact) -> str:
+    return note_text(fact.summary, fact.content)
+
+
+class Facts(tuple):
+    """Facts as scoring reads them (`TextRow`s, or any objects with `summary`, `content` and
+    optionally `embedding` and `embedding_model`), keeping what scoring derives from them and
+    not from the query: the lexical scorer over their terms, and their stored vectors decoded.
+    The recall cache (facts.py) keeps one per agent and revision, so an unchanged memory is
+    scored without analysing or decoding it again. Immutable, as what it keeps relies on."""
+
+    def __init__(self, rows=()) -> None:
+        self._scorer: Scorer | None = None
+        self._vectors: dict[str, tuple[np.ndarray, list[int], np.ndarray]] = {}
+
+    @classmethod
+    def of(cls, facts) -> Facts:
+        return facts if isinstance(facts, Facts) else cls(facts)
+
+    def scorer(self) -> Scorer:
+        if self._scorer is None:
+            self._scorer = fact_scorer(self)
+        return self._scorer
+
+    def vectors(self, provider: str) -> tuple[np.ndarray, list[int], np.ndarray]:
+        """(positions of the facts with a vector stored by `provider`, positions of the
+        others, the stored vectors decoded as one float32 matrix)."""
+        kept = self._vectors.get(provider)
+        if kept is None:
+            stored: list[int] = []
+            blobs: list = []
+            missing: list[int] = []
+            for i, f in enumerate(self):
+                blob = getattr(f, "embedding", None)
+                if blob is not None and getattr(f, "embedding_model", "") == provider:
+                    stored.append(i)
+                    blobs.append(blob)
+                else:
+                    missing.append(i)
+            kept = self._vectors[provider] = (
+                np.array(stored, dtype=np.intp),
+                missing,
+                decode_many(blobs),
+            )
+        return kept
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() >= deadline:
+        raise RecallTimeout
+
+
+def cosines(
+    embedder, query: str, facts: list, *, deadline: float | None = None, stored_only: bool = False
+) -> np.ndarray:
+    """Cosine of the query to each fact. A fact's vector is the one stored with it when the
+    same provider made it (docs/RECALL.md, "Stored vectors"); a fact without one (written
+    before vectors were stored, or while the model could not run; `memory_embed` fills them)
+    is embedded here, 32 at a time, checking the deadline between batches, and kept in the
+    process cache so the next recall does not embed it again. With `stored_only`, such a fact's
+    cosine is NaN instead (search: words alone rank it)."""
+    if not facts:
+        return np.zeros(0, dtype=np.float32)
+    facts = Facts.of(facts)
+    stored_idx, missing_idx, stored = facts.vectors(embedder.name)
+    if stored_only:
+        missing_idx = []
+    texts = [fact_text(facts[i]) for i in missing_idx]
+    for start in range(0, len(texts), 32):
+        _check(deadline)
+        vector_cache.embed(embedder, texts[start : start + 32])
+    _check(deadline)
+    q = embedder.embed([query])[0]  # not cached: a query rarely comes twice, facts do
+    out = np.full(len(facts), np.nan, dtype=np.float32)
+    if stored_idx.size:
+        out[stored_idx] = stored @ q
+    if missing_idx:
+        out[missing_idx] = vector_cache.embed(embedder, texts) @ q
+    return out
+
+
+@dataclass
+class Scored:
+    scores: list[float]
+    lexical: list[float]
+    semantic: list[float] | None
+    fallback: str | None = None
+    provider: str | None = None
+
+
+def _cosines(
+    query: str, facts: list, deadline: float | None, stored_only: bool = False
+) -> tuple[np.ndarray | None, str | None, str | None]:
+    """(cosines, fallback, provider name)."""
+    fallback = None
+    try:
+        embedder = get_embedder()
+    except EmbeddingError:
+        log.exception("the built-in embedding model cannot be loaded; scoring words alone")
+        return None, FALLBACK_LEXICAL, None
+    if embedder is None:  # switched off on purpose: not a fallback
+        return None, None, None
+    try:
+        cos = cosines(embedder, query, facts, deadline=deadline, stored_only=stored_only)
+    except EmbeddingError:
+        if isinstance(embedder, MiniLMEmbedder):
+            log.exception("the built-in embedding model failed; scoring words alone")
+            return None, FALLBACK_LEXICAL, None
+        log.warning("the embeddings endpoint failed; the built-in model scores", exc_info=True)
+        fallback = FALLBACK_ENDPOINT
+        try:
+            embedder = _builtin()
+            cos = cosines(embedder, query, facts, deadline=deadline, stored_only=stored_only)
+        except EmbeddingError:
+            log.exception("the built-in embedding model cannot be loaded; scoring words alone")
+            return None, FALLBACK_LEXICAL, None
+    return cos, fallback, embedder.name
+
+
+def hybrid_scores(
+    query: str, facts: list, *, deadline: float | None = None, stored_only: bool = False
+) -> Scored:
+    """Each fact's hybrid score against the query, in the facts' order, and whether (and why)
+    a weaker scorer stood in for the configured one. Raises RecallTimeout when the deadline
+    passes before the lexical scores are in. With `stored_only` (search), a note without a
+    stored vector is scored by its words alone instead of being embedded now."""
+    facts = Facts.of(facts)
+    lexical = lexical_scores(query, facts, deadline=deadline, scorer=facts.scorer())
+    try:
+        cos, fallback, provider = _cosines(query, facts, deadline, stored_only)
+    except RecallTimeout:
+        cos, fallback, provider = None, FALLBACK_WARMING, None
+    semantic = None
+    if cos is None:
+        scores = lexical
+    else:
+        known = ~np.isnan(cos)
+        meaning = np.zeros(len(cos), dtype=np.float64)
+        meaning[known] = semantic_from_cosines(cos[known])
+        vetoed = known & (np.nan_to_num(cos, nan=1.0) < CALIBRATION.lexical_gate)
+        gated = np.where(vetoed, np.minimum(lexical, 0.49), lexical)
+        semantic = meaning.tolist()
+        scores = np.maximum(gated, meaning).tolist()
+    return Scored(
+        scores=scores, lexical=lexical, semantic=semantic, fallback=fallback, provider=provider
+    )

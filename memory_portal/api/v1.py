@@ -7,10 +7,10 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
-from memory_portal.memory import recall as recall_module
 from memory_portal.memory import selectors, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import Kind, Scope
+from memory_portal.memory.recall import service as recall_module
 
 from . import schemas as s
 from . import serializers

@@ -16,7 +16,8 @@ import pytest
 
 from memory_portal.memory import embeddings, services
 from memory_portal.memory.embeddings import EmbeddingError, MiniLMEmbedder, OpenAIEmbedder
-from memory_portal.memory.recall import hybrid, recall
+from memory_portal.memory.recall import hybrid
+from memory_portal.memory.recall.service import recall
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 

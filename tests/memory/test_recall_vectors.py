@@ -13,8 +13,9 @@ from memory_portal.memory import embeddings, services
 from memory_portal.memory.embeddings import decode_many
 from memory_portal.memory.models import Note
 from memory_portal.memory.portability import project_export, project_import
-from memory_portal.memory.recall import hybrid, recall
+from memory_portal.memory.recall import hybrid
 from memory_portal.memory.recall.facts import fact_cache
+from memory_portal.memory.recall.service import recall
 
 FACT = (
     "Twilio SMS to Germany needs an alphanumeric sender ID registered in advance; messages from "

@@ -8,8 +8,9 @@ from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from memory_portal.memory import recall, selectors
+from memory_portal.memory import selectors
 from memory_portal.memory.access import is_administrator
+from memory_portal.memory.recall.service import recall
 
 from ..forms import BULK_ACTIONS, FactForm, ResetForm
 from ..tables import PER_PAGE_CHOICES, NoteTable
@@ -146,7 +147,7 @@ def agent_recall_preview(request, access, agent_id):
     """What a recall for this agent would pick now, with scores; nothing is counted."""
     agent = agent_of(request, access, agent_id)
     query = request.GET.get("query", "")
-    preview = recall.recall(actor=actor_of(request), agent_id=agent.pk, query=query, mark=False)
+    preview = recall(actor=actor_of(request), agent_id=agent.pk, query=query, mark=False)
     preview.query = query
     if request.htmx:
         context = {**project_context(access), "agent": agent, "preview": preview}

@@ -1,4 +1,4 @@
-"""Recall (SPEC §3.2; docs/RECALL.md), along its seams:
+"""Recall (docs/RECALL.md), along its seams:
 
 - `text`: terms of a text (word lists, phrases, synonyms, the Porter stemmer);
 - `lexical`: the IDF coverage scorer over the facts' terms;
@@ -6,8 +6,7 @@
 - `facts`: the agent's live facts as plain rows, through a cache keyed on the revision;
 - `service`: `recall()` itself — scoring, picking within the caps, the day log, the block;
 - `evaluation`: quality on the labelled sets (`memory_recall_eval`).
+
+The package imports none of them itself: `hybrid` sits below the selectors (memory_search ranks
+with it) and `service` above them, so `recall()` is imported from `recall.service`.
 """
-
-from .service import Picked, RecallResult, recall
-
-__all__ = ["Picked", "RecallResult", "recall"]

@@ -11,8 +11,8 @@ from django.db.models.expressions import RawSQL
 
 from ..actors import Actor
 from ..embeddings import embedding_settings
-from ..hybrid import TextRow, hybrid_scores
 from ..models import Note, Project
+from ..recall.hybrid import TextRow, hybrid_scores
 from ..validation import reject_unstorable
 from .visibility import notes_for_actor
 

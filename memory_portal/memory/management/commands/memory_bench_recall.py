@@ -29,14 +29,15 @@ from django.utils import timezone
 
 from memory_portal.memory import embeddings, services
 from memory_portal.memory.actors import Actor
-from memory_portal.memory.models import Kind, MemorySetting, Note, Scope, Stage, Target
+from memory_portal.memory.models import MemorySetting, Note, Stage
 from memory_portal.memory.recall import facts as recall_facts
 from memory_portal.memory.recall import lexical, service, text
 from memory_portal.memory.recall.evaluation import default_dataset_path, load_dataset
 from memory_portal.memory.scale_floors import FLOORS
 from memory_portal.memory.selectors import AgentView
 from memory_portal.memory.services.vectors import stamp_vectors
-from memory_portal.memory.validation import stamp_identity
+
+from ..benchutil import unsaved_fact
 
 SLUG_PREFIX = "bench-recall-"
 
@@ -105,17 +106,12 @@ class Command(BaseCommand):
 
     def _fill(self, project, agent, texts: list[str], n: int) -> None:
         now = timezone.now()
-        fact = {"project": project, "scope": Scope.AGENT, "owner_agent": agent, "kind": Kind.FACT}
-        fact.update(target=Target.LONG_TERM, expires_at=now + timedelta(days=90))
-        fact.update(created_by_agent_id=agent.pk, created_by_stage=agent.stage)
         notes = []
         for i in range(n):
             base = texts[i % len(texts)]
             content = (base if i < len(texts) else f"{base} (again in PIN-{1000 + i})")[:500]
             at = now - timedelta(minutes=i)
-            note = Note(**fact, content=content, created_at=at, updated_at=at)
-            stamp_identity(note)
-            notes.append(note)
+            notes.append(unsaved_fact(agent, content, at=at, expires_at=now + timedelta(days=90)))
         # The vectors every write stores (docs/RECALL.md, "Stored vectors"), computed here for
         # the distinct facts and reported apart (the writes' cost, not recall's); a repeated
         # fact shares its original's vector, which costs recall exactly the same to score.

@@ -16,6 +16,7 @@ from .. import fastsql
 from ..access import (
     actor_role,
     check_agent_gate,
+    request_setting,
     require_manager,
     require_member,
     require_person,
@@ -68,6 +69,7 @@ from ..validation import (
 )
 from ._common import audit, audit_event, bump, lock_setting
 from .schedule import routine_ensure
+from .trace import call_settle, call_unsettle
 from .vectors import stamp_vector
 
 TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
@@ -151,9 +153,14 @@ def _write_check(actor: Actor, project: Project, note: Note) -> fastsql.WriteChe
     return fastsql.write_check(project.pk, note.content_hash, note.content_key, top)
 
 
-def _current_setting(project: Project):
-    """The switch and epoch as they are now, read outside the lock (step 1 of the protocol)."""
-    return fastsql.read_setting_row(project.pk) or setting_get(project=project)
+def _current_setting(actor: Actor, project: Project):
+    """The switch and epoch as they are now, read outside the lock (step 1 of the protocol):
+    as this request's token check read them, or read now."""
+    return (
+        request_setting(actor, project)
+        or fastsql.read_setting_row(project.pk)
+        or setting_get(project=project)
+    )
 
 
 def _check_epoch(setting: MemorySetting, epoch: int) -> None:
@@ -193,8 +200,9 @@ def _insert(
                     transaction.set_rollback(True)  # undo the revision bump: nothing changed
                 elif start_review_of is not None:
                     routine_ensure(actor=actor, agent=start_review_of)
-        except IntegrityError:
-            if attempt == 2:
+        except BaseException as exc:
+            call_unsettle()  # the API call's budget and trace row rolled back too
+            if not isinstance(exc, IntegrityError) or attempt == 2:
                 raise
             note = _fresh_copy(note)
             continue
@@ -234,6 +242,7 @@ def _insert_locked(
             )
         return existing_id
     _check_caps(actor, project, check)
+    call_settle()  # the API call that makes this write: its budget and trace row, here
     note.created_at = note.updated_at = now
     details = {"kind": note.kind, "scope": note.scope, "target": note.target}
     if old is not None:
@@ -368,7 +377,7 @@ def note_write(
     run = actor.run
     project = run.project
     # 1. Validate outside any lock; remember the epoch.
-    setting = _current_setting(project)
+    setting = _current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     if kind not in TOOL_KINDS:
@@ -434,7 +443,7 @@ def fact_save(
     by a person naming it. Expires in 90 days unless `expires_at` says otherwise."""
     agent = agent_for_memories(actor=actor, agent_id=agent_id)
     project = agent.project
-    setting = _current_setting(project)
+    setting = _current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     fact = require_text("text", text, max_len=FACT_MAX, too_long_code="memory_text_too_long")
@@ -488,7 +497,7 @@ def note_edit(
     code = "memory_text_too_long" if old.scope == Scope.AGENT else None
     text = require_text("content", content, max_len=limit, too_long_code=code)
     check_no_secret(content=text)
-    setting = _current_setting(old.project)
+    setting = _current_setting(actor, old.project)
     note = Note(
         project=old.project,
         application=old.application,
@@ -523,7 +532,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
     run = actor.run
     agent = run.agent
     project = run.project
-    setting = _current_setting(project)
+    setting = _current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     text = require_text("line", line, max_len=DAY_LINE_MAX, too_long_code="memory_text_too_long")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import OperationalError, connection, models
@@ -177,38 +178,69 @@ class WriteCheck:
     total: int
     by_run: int
     same: list[SameContent]
+    calls_used: int | None = None  # with a call to take: its run's calls so far, None: spent
+
+
+@dataclass(frozen=True)
+class CallToTake:
+    """An API call a write takes from its run's budget and counts `ok` (services/trace.py)."""
+
+    run_id: str
+    tool: str
+    budget: int
+    now: datetime
+
+
+_WRITE_CHECK = (
+    "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason, e.content_hash{taken}"
+    " FROM ("
+    " SELECT (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) AS total,"
+    " (SELECT COUNT(*) FROM project_memory_entry"
+    "  WHERE project_id = %s AND top_level_run_id = %s) AS by_run) c"
+    " LEFT JOIN project_memory_entry e"
+    " ON e.project_id = %s AND (e.content_hash = %s OR e.content_key = %s)"
+)
+_TAKE_CALL = (
+    "WITH taken AS (UPDATE memory_run SET tool_calls = tool_calls + 1"
+    " WHERE id = %s AND tool_calls < %s RETURNING tool_calls),"
+    " counted AS ({counted}) "
+)
 
 
 def write_check(
-    project_id: int, content_hash: str, content_key: str, top_level_run_id: str
+    project_id: int,
+    content_hash: str,
+    content_key: str,
+    top_level_run_id: str,
+    call: CallToTake | None = None,
 ) -> WriteCheck:
     """The project's stored notes (every status), the top-level run's new notes, and every
-    note of the project with the same place identity or the same normalised content."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason,"
-            " e.content_hash FROM ("
-            " SELECT (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) AS total,"
-            " (SELECT COUNT(*) FROM project_memory_entry"
-            "  WHERE project_id = %s AND top_level_run_id = %s) AS by_run) c"
-            " LEFT JOIN project_memory_entry e"
-            " ON e.project_id = %s AND (e.content_hash = %s OR e.content_key = %s)",
-            [
-                project_id,
-                project_id,
-                top_level_run_id,
-                project_id,
-                content_hash,
-                content_key,
-            ],
+    note of the project with the same place identity or the same normalised content. With
+    `call`, the call is also taken from its run's budget and counted `ok`: in the same
+    statement on PostgreSQL (data-modifying CTEs), before it elsewhere."""
+    params = [project_id, project_id, top_level_run_id, project_id, content_hash, content_key]
+    sql = _WRITE_CHECK.format(taken="")
+    used = None
+    if call is not None and connection.vendor != "postgresql":
+        used = call_consume_and_record(call.run_id, call.tool, call.budget, now=call.now)
+    elif call is not None:
+        counted = _COUNT_CALL.format(rows="SELECT %s, %s, 'ok', 1, %s FROM taken")
+        sql = _TAKE_CALL.format(counted=counted) + _WRITE_CHECK.format(
+            taken=", (SELECT tool_calls FROM taken)"
         )
+        now = _DATETIME.get_db_prep_save(call.now, connection=connection)
+        params = [call.run_id, call.budget, call.run_id, call.tool, now, *params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     same = [
         SameContent(r[2], r[3], r[4], r[5], same_place=r[6] == content_hash)
         for r in rows
         if r[2] is not None
     ]
-    return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same)
+    if call is not None and connection.vendor == "postgresql":
+        used = rows[0][7]
+    return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same, calls_used=used)
 
 
 # --- Reads with joins, the token check's --------------------------------------------------
@@ -313,21 +345,8 @@ def call_record(run_id: str, tool: str, outcome: str, *, now) -> None:
 
 
 def call_consume_and_record(run_id: str, tool: str, budget: int, *, now) -> int | None:
-    """`call_consume`, then `call_record(outcome="ok")` when the budget allowed the call: one
-    statement on PostgreSQL (the count as a data-modifying CTE), two elsewhere."""
-    if connection.vendor != "postgresql":
-        used = call_consume(run_id, budget)
-        if used is not None:
-            call_record(run_id, tool, "ok", now=now)
-        return used
-    value = _DATETIME.get_db_prep_save(now, connection=connection)
-    counted = _COUNT_CALL.format(rows="SELECT %s, %s, 'ok', 1, %s FROM taken")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "WITH taken AS (UPDATE memory_run SET tool_calls = tool_calls + 1"
-            " WHERE id = %s AND tool_calls < %s RETURNING tool_calls),"
-            f" counted AS ({counted}) SELECT tool_calls FROM taken",
-            [run_id, budget, run_id, tool, value],
-        )
-        row = cursor.fetchone()
-    return None if row is None else row[0]
+    """`call_consume`, then `call_record(outcome="ok")` when the budget allowed the call."""
+    used = call_consume(run_id, budget)
+    if used is not None:
+        call_record(run_id, tool, "ok", now=now)
+    return used

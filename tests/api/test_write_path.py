@@ -36,7 +36,7 @@ def test_memory_write_takes_at_most_ten_statements(api, tokens, world):
     assert len(statements) <= WRITE_STATEMENTS, _listing(statements)
     _second, statements = _write(api, tokens.agent, "The cache warms up after the export")
     assert len(statements) <= WRITE_STATEMENTS, _listing(statements)
-    assert len(statements) <= (8 if connection.vendor == "postgresql" else 9), _listing(statements)
+    assert len(statements) <= (7 if connection.vendor == "postgresql" else 9), _listing(statements)
     # The token check reads the token, run, agent, project and setting row once; the write
     # touches the setting row once more (its lock), and nothing is read twice.
     token_reads = [s for s in statements if "memory_apitoken" in s]

@@ -69,7 +69,7 @@ from ..validation import (
 )
 from ._common import audit, audit_event, bump, lock_setting
 from .schedule import routine_ensure
-from .trace import call_settle, call_unsettle
+from .trace import call_taken, call_to_take, call_unsettle
 from .vectors import stamp_vector
 
 TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
@@ -148,9 +148,11 @@ def _check_caps(actor: Actor, project: Project, check: fastsql.WriteCheck) -> No
         )
 
 
-def _write_check(actor: Actor, project: Project, note: Note) -> fastsql.WriteCheck:
+def _write_check(
+    actor: Actor, project: Project, note: Note, call: fastsql.CallToTake | None = None
+) -> fastsql.WriteCheck:
     top = actor.run.top_level_run_id if actor.is_agent else ""
-    return fastsql.write_check(project.pk, note.content_hash, note.content_key, top)
+    return fastsql.write_check(project.pk, note.content_hash, note.content_key, top, call)
 
 
 def _current_setting(actor: Actor, project: Project):
@@ -198,6 +200,7 @@ def _insert(
                 )
                 if existing_id is not None:
                     transaction.set_rollback(True)  # undo the revision bump: nothing changed
+                    call_unsettle()  # and the API call taken with it
                 elif start_review_of is not None:
                     routine_ensure(actor=actor, agent=start_review_of)
         except BaseException as exc:
@@ -231,7 +234,10 @@ def _insert_locked(
         setting = fastsql.lock_and_bump(project.pk, now=now)
     _check_epoch(setting, epoch)
     check_agent_gate(actor, setting, write=True)
-    check = _write_check(actor, project, note)
+    call = call_to_take()  # the API call that makes this write: its budget and trace row
+    check = _write_check(actor, project, note, call)
+    if call is not None:
+        call_taken(check.calls_used)
     existing_id = _refuse_resurrection(check.same)
     old = _lock_superseded(actor, project, supersede_id, note) if supersede_id else None
     if existing_id is not None:
@@ -242,7 +248,6 @@ def _insert_locked(
             )
         return existing_id
     _check_caps(actor, project, check)
-    call_settle()  # the API call that makes this write: its budget and trace row, here
     note.created_at = note.updated_at = now
     details = {"kind": note.kind, "scope": note.scope, "target": note.target}
     if old is not None:

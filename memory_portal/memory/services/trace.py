@@ -3,9 +3,10 @@
 An API call takes one call from its run's budget and adds one to the trace row of its tool and
 outcome (api/tracing.py). A call whose service changes memory in one transaction of its own
 (`memory_write`, v1 save) may leave both to that transaction (`call_opened`): the write then
-takes the call and counts it `ok` under its lock, just before it stores the note
-(`call_settle`), so budget, trace and note commit together, in two statements fewer; if the
-write refuses or rolls back, the call path counts the call as before."""
+takes the call and counts it `ok` under its lock, in the statement that checks its caps
+(`call_to_take`, `call_taken`), so budget, trace and note commit together, in two statements
+fewer; if the write refuses, repeats an identical note or rolls back, the call path counts the
+call as before."""
 
 from __future__ import annotations
 
@@ -74,18 +75,23 @@ def call_opened(*, run: Run, tool: str) -> Iterator[OpenCall]:
         _open_call.reset(token)
 
 
-def call_settle() -> None:
-    """Inside a write's transaction, under its lock: take the open call from its run's budget
-    and count it `ok`, to commit or roll back with the write (memory_call_budget rolls the write
-    back). Nothing when no call is open (a service called directly)."""
+def call_to_take() -> fastsql.CallToTake | None:
+    """The open call a write's transaction is to take (`fastsql.write_check` takes it under
+    the write's lock, to commit or roll back with the write); None when there is none (a
+    service called directly) or it is taken already."""
     call = _open_call.get()
     if call is None or call.settled:
-        return
-    run, budget = call.run, _budget()
-    used = fastsql.call_consume_and_record(run.pk, call.tool, budget, now=timezone.now())
+        return None
+    return fastsql.CallToTake(call.run.pk, call.tool, _budget(), timezone.now())
+
+
+def call_taken(used: int | None) -> None:
+    """`call_to_take`'s call was taken (`used`: the run's calls so far), or the run's budget
+    was spent: memory_call_budget, which rolls the write back."""
+    call = _open_call.get()
     if used is None:
-        raise _budget_spent(run, budget)
-    run.tool_calls = used
+        raise _budget_spent(call.run, _budget())
+    call.run.tool_calls = used
     call.settled = True
 
 

@@ -37,13 +37,33 @@ def _insert_plan(model: type[models.Model]) -> tuple[str, list, bool]:
     return plan
 
 
+_AS_IS: dict[type, list[bool]] = {}
+
+
+def _as_is(model: type[models.Model], fields: list) -> list[bool]:
+    """Per field: whether a str or None goes to the database as it is (text columns and keys
+    to them), so the ORM's preparation (a no-op for them) can be skipped: most of a note."""
+    flags = _AS_IS.get(model)
+    if flags is None:
+        text = {models.CharField, models.TextField, models.SlugField}
+        flags = _AS_IS[model] = [
+            type(f.target_field if f.is_relation else f) in text for f in fields
+        ]
+    return flags
+
+
 def _insert_statement(obj: models.Model) -> tuple[str, list, bool]:
     """The INSERT of `obj` and its parameters. NULLs are written into the statement, not sent:
     a note has 39 columns, most of them empty, and psycopg re-parses a statement of more than
     50 parameters on every call (about a millisecond), so the note and its audit event in one
     statement stay under that. One statement text per pattern of empty columns."""
     template, fields, auto_pk = _insert_plan(type(obj))
-    values = [f.get_db_prep_save(getattr(obj, f.attname), connection=connection) for f in fields]
+    values = []
+    for field, as_is in zip(fields, _as_is(type(obj), fields), strict=True):
+        value = getattr(obj, field.attname)
+        if not (as_is and (value is None or type(value) is str)):
+            value = field.get_db_prep_save(value, connection=connection)
+        values.append(value)
     nulls = tuple(value is None for value in values)
     key = (template, nulls)
     sql = _STATEMENTS.get(key)

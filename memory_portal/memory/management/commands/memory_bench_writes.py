@@ -454,13 +454,7 @@ class Command(BaseCommand):
         threads = [
             threading.Thread(target=work, args=(w,), name=f"bench-{w.index}") for w in writers
         ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-        if errors:
-            raise CommandError(f"{scenario.label} ({path}) failed: {(real or errors)[0]!r}")
+        _run_all(threads, errors, f"{scenario.label} ({path})")
         return Measurement(
             writes=sum(done),
             seconds=max(finished) - clock["start"],
@@ -631,13 +625,7 @@ class Command(BaseCommand):
                 conn.close()
 
         threads = [threading.Thread(target=work, args=plan) for plan in plans]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-        if errors:
-            raise CommandError(f"{scenario.label} (HTTP) failed: {(real or errors)[0]!r}")
+        _run_all(threads, errors, f"{scenario.label} (HTTP)")
         return HttpMeasurement(
             writes=sum(done),
             seconds=max(finished) - clock["start"],
@@ -658,6 +646,18 @@ class Command(BaseCommand):
         body = response.read()
         if response.status != 200 or not json.loads(body).get("created"):
             raise CommandError(f"memory_write answered {response.status}: {body[:200]!r}")
+
+
+def _run_all(threads: list[threading.Thread], errors: list[BaseException], what: str) -> None:
+    """Start the writer threads, wait for them, and fail with the first real error any of
+    them reported (the others then only saw the barrier break)."""
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if errors:
+        raise CommandError(f"{what} failed: {(real or errors)[0]!r}")
 
 
 def _share(total: int, parts: int, index: int) -> int:

@@ -7,6 +7,7 @@ from ninja.security import HttpBearer
 
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.models import Project
 from memory_portal.memory.tokens import token_authenticate
 
 
@@ -26,7 +27,9 @@ class BearerAuth(HttpBearer):
     def authenticate(self, request, token: str) -> Actor:
         api_token = token_authenticate(token)
         if api_token.run_id is not None:
-            actor = Actor.agent_run(api_token.run, can_write=api_token.can_write)
+            project = api_token.run.project
+            setting = project.memory_setting if Project.memory_setting.is_cached(project) else None
+            actor = Actor.agent_run(api_token.run, can_write=api_token.can_write, setting=setting)
         else:
             actor = Actor.person(api_token.user, can_write=api_token.can_write)
         request.actor = actor

@@ -17,6 +17,8 @@ from ninja.responses import NinjaJSONEncoder
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from memory_portal.memory import selectors
+from memory_portal.memory.access import request_setting
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 
@@ -39,10 +41,20 @@ class Operation:
     function: Callable[[Actor, Any], Any]
     description: str
     gate: Callable[[Actor, Operation], None] | None = None
+    # Its service changes memory in one transaction of its own, which takes the call from the
+    # budget and counts it (tracing.traced's `settles`).
+    settles: bool = False
 
     def trace_name(self, transport: str) -> str:
         """The trace row's tool: MCP calls are counted apart (`mcp:write`) on the run page."""
         return self.trace if transport == HTTP else f"{transport}:{self.trace}"
+
+
+def gate_setting(actor: Actor):
+    """The run's project setting row the gate of this request's call checks: as the token
+    check read it (no second read), or read now."""
+    project = actor.run.project
+    return request_setting(actor, project) or selectors.setting_get(project=project)
 
 
 def field_of(loc: Sequence[Any]) -> str:
@@ -87,7 +99,7 @@ def perform(
 ) -> Any:
     """Trace → parse (raw arguments only) → gate → service. Refusals are raised as
     MemoryPortalError for the transport to map; the trace row has been written by then."""
-    with traced(actor, operation.trace_name(transport)):
+    with traced(actor, operation.trace_name(transport), settles=operation.settles):
         args = arguments if isinstance(arguments, operation.args) else parse(operation, arguments)
         if operation.gate is not None:
             operation.gate(actor, operation)

@@ -19,7 +19,7 @@ from memory_portal.memory.models import Target
 from . import schemas as s
 from . import serializers
 from .auth import agent_only
-from .calls import HTTP, Operation, perform
+from .calls import HTTP, Operation, gate_setting, perform
 from .schemas import responses
 
 router = Router(tags=["agent tools"])
@@ -76,15 +76,14 @@ class Offer:
 
 def tools_offer(actor: Actor) -> Offer:
     """What GET /api/tools (and /mcp's tools/list) offers this run now."""
-    enabled = selectors.setting_get(project=actor.run.project).enabled
+    enabled = gate_setting(actor).enabled
     eligible = actor.run.agent.is_eligible
     return Offer(enabled, eligible, offered_tools(actor) if (enabled and eligible) else [])
 
 
 def _gate(actor: Actor, tool: Tool) -> None:
     agent_only(actor)
-    setting = selectors.setting_get(project=actor.run.project)
-    check_agent_gate(actor, setting, write=False)
+    check_agent_gate(actor, gate_setting(actor), write=False)
     if tool not in offered_tools(actor):
         raise MemoryPortalError(
             "memory_tool_forbidden",
@@ -285,7 +284,18 @@ _TABLE = [
     ("scratchpad", "scratchpad", s.ScratchpadArgs, s.ScratchpadOut, _scratchpad, True, False),
 ]
 TOOLS = [
-    Tool(name, trace, args, out, fn, DESCRIPTIONS[name], _gate, writes, for_reviewers)
+    Tool(
+        name,
+        trace,
+        args,
+        out,
+        fn,
+        DESCRIPTIONS[name],
+        _gate,
+        settles=fn is _write,
+        writes=writes,
+        for_reviewers=for_reviewers,
+    )
     for name, trace, args, out, fn, writes, for_reviewers in _TABLE
 ]
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}

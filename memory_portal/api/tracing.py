@@ -1,5 +1,6 @@
 """Every agent call is counted: the run's 512-call budget first, then one trace row per tool
-and outcome code (SPEC §2.10)."""
+and outcome code (SPEC §2.10). A write takes both inside its own transaction
+(services.call_opened); every other call takes them around its block."""
 
 from __future__ import annotations
 
@@ -26,40 +27,65 @@ def trace_name(url_name: str | None) -> str | None:
 
 
 @contextmanager
-def traced(actor: Actor, tool: str):
+def traced(actor: Actor, tool: str, *, settles: bool = False):
     """Take one call from the budget and record the outcome of the block. People's calls to
-    v1 routes are not agent calls and are not traced."""
+    v1 routes are not agent calls and are not traced. `settles`: the block's write may take
+    the call and count it `ok` in its own transaction (services.call_opened); a run whose
+    budget was spent when its token was checked is refused before anything runs, as always."""
     if not actor.is_agent:
         yield
         return
     run = actor.run
+    if settles and not services.run_budget_spent(run=run):
+        with services.call_opened(run=run, tool=tool) as call:
+            yield from _outcome(run, tool, call)
+        return
     try:
         services.run_call_consume(run=run)
     except MemoryPortalError as exc:
         services.tool_call_record(run=run, tool=tool, outcome=exc.code)
         raise
+    yield from _outcome(run, tool, None)
+
+
+def _record(run, tool: str, outcome: str, call) -> None:
+    """One trace row for the outcome. An open call that its write did not settle (refused,
+    rolled back, an idempotent repeat) is taken from the budget now; a spent budget then
+    replaces the outcome, as if the call had been refused first."""
+    if call is not None and not call.settled:
+        try:
+            services.run_call_consume(run=run)
+        except MemoryPortalError as exc:
+            services.tool_call_record(run=run, tool=tool, outcome=exc.code)
+            raise
+    services.tool_call_record(run=run, tool=tool, outcome=outcome)
+
+
+def _outcome(run, tool: str, call):
     try:
         yield
     except MemoryPortalError as exc:
-        services.tool_call_record(run=run, tool=tool, outcome=exc.code)
+        _record(run, tool, exc.code, call)
         raise
     except Exception as exc:
         refusal = retryable(exc)
         if refusal is None:
-            services.tool_call_record(run=run, tool=tool, outcome="internal_error")
+            _record(run, tool, "internal_error", call)
             raise
         # The database is busy or away: count the call if it can be counted now; the caller's
         # answer is the 503 either way.
         try:
-            services.tool_call_record(run=run, tool=tool, outcome=refusal.code)
+            _record(run, tool, refusal.code, call)
         except Exception as trace_failure:  # noqa: BLE001 - the 503 below says what happened
             if retryable(trace_failure) is None:
                 raise
         raise
+    if call is not None and call.settled:
+        return  # counted with the write, in its transaction
     # The call has done its work (a write is committed): losing the database now must not
     # turn its answer into an error, so a retryable failure of the trace row is only logged.
     try:
-        services.tool_call_record(run=run, tool=tool, outcome="ok")
+        _record(run, tool, "ok", call)
     except Exception as exc:
         refusal = retryable(exc)
         if refusal is None:

@@ -14,7 +14,7 @@ from memory_portal.memory.recall import service as recall_module
 
 from . import schemas as s
 from . import serializers
-from .calls import HTTP, Operation, perform
+from .calls import HTTP, Operation, gate_setting, perform
 from .schemas import responses
 
 router = Router(tags=["agent memory v1"])
@@ -27,7 +27,7 @@ def _gate_agent(actor: Actor, operation: Operation) -> None:
     if actor.is_agent:
         from memory_portal.memory.access import check_agent_gate
 
-        check_agent_gate(actor, selectors.setting_get(project=actor.run.project), write=False)
+        check_agent_gate(actor, gate_setting(actor), write=False)
 
 
 def _own_memory(actor: Actor, memory_id: str):
@@ -117,8 +117,9 @@ _ARCHIVE_HELP = "Archive one of your memories by id, with a reason; it is no lon
 # As MCP tools: name, trace name, arguments, answer, function, description, gate. Recall has
 # no gate of its own: it answers `skipped` where memory is off.
 SAVE = Operation(
-    "memory_save_fact", "v1-save", s.MemorySaveIn, s.MemoryOut, _save, _SAVE_HELP, _gate_agent
-)
+    "memory_save_fact", "v1-save", s.MemorySaveIn, s.MemoryOut, _save, _SAVE_HELP, _gate_agent,
+    settles=True,
+)  # fmt: skip
 LIST = Operation(
     "memory_list_facts", "v1-list", ListQuery, s.MemoryListOut, _list, _LIST_HELP, _gate_agent
 )

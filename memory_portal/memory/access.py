@@ -110,6 +110,14 @@ def require_writer(actor: Actor) -> None:
         )
 
 
+def request_setting(actor: Actor, project: Project) -> MemorySetting | None:
+    """The project's setting row as this request's token check read it (`Actor.setting`), or
+    None: the caller reads it now. Read once per request, it is still the current state for
+    the gate of the call, and a write compares its epoch again under the lock."""
+    setting = actor.setting
+    return setting if setting is not None and setting.project_id == project.pk else None
+
+
 def check_agent_gate(actor: Actor, setting: MemorySetting, *, write: bool) -> None:
     """The checks every agent call makes against the current state (never cached): stage
     eligibility, the project's switch, reviewer limits and the token's scope."""

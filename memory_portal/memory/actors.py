@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-    from .models import Agent, Run
+    from .models import Agent, MemorySetting, Run
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,10 @@ class Actor:
     # A person's role per project id, remembered for one request (access.actor_role); None:
     # look it up every time (an actor that outlives a request may see memberships change).
     roles: dict[int, str | None] | None = field(default=None, compare=False, repr=False)
+    # An agent's project setting row as this request's token check read it (the API's actors
+    # only): the switch the call is gated on and the epoch its write compares, read once per
+    # request. None: read it when needed (an actor that outlives a request).
+    setting: MemorySetting | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.user is None) == (self.run is None):
@@ -32,8 +36,11 @@ class Actor:
         return cls(user=user, can_write=can_write, roles={} if for_request else None)
 
     @classmethod
-    def agent_run(cls, run: Run, *, can_write: bool = True) -> Actor:
-        return cls(run=run, can_write=can_write)
+    def agent_run(
+        cls, run: Run, *, can_write: bool = True, setting: MemorySetting | None = None
+    ) -> Actor:
+        """`setting`: the run's project setting row read for this one request."""
+        return cls(run=run, can_write=can_write, setting=setting)
 
     @property
     def is_agent(self) -> bool:

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import OperationalError, connection, models
 
 _INSERTS: dict[tuple[type, str], tuple[str, list, bool]] = {}
+_DATETIME = models.DateTimeField()  # to send a timestamp as the ORM would
+_STATEMENTS: dict[tuple, str] = {}
 
 
 def _insert_plan(model: type[models.Model]) -> tuple[str, list, bool]:
+    """`INSERT INTO table (every column) VALUES ({values})`, its fields, and whether the id is
+    the database's (then read back with RETURNING)."""
     key = (model, connection.vendor)
     plan = _INSERTS.get(key)
     if plan is None:
@@ -24,8 +29,7 @@ def _insert_plan(model: type[models.Model]) -> tuple[str, list, bool]:
         auto_pk = isinstance(pk, models.AutoField)
         fields = [f for f in model._meta.concrete_fields if not (auto_pk and f is pk)]
         columns = ", ".join(qn(f.column) for f in fields)
-        values = ", ".join(["%s"] * len(fields))
-        sql = f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({values})"
+        sql = f"INSERT INTO {qn(model._meta.db_table)} ({columns}) VALUES ({{values}})"
         if auto_pk:
             sql += f" RETURNING {qn(pk.column)}"
         plan = (sql, fields, auto_pk)
@@ -33,8 +37,41 @@ def _insert_plan(model: type[models.Model]) -> tuple[str, list, bool]:
     return plan
 
 
-def _params(obj: models.Model, fields: list) -> list:
-    return [f.get_db_prep_save(getattr(obj, f.attname), connection=connection) for f in fields]
+_AS_IS: dict[type, list[bool]] = {}
+
+
+def _as_is(model: type[models.Model], fields: list) -> list[bool]:
+    """Per field: whether a str or None goes to the database as it is (text columns and keys
+    to them), so the ORM's preparation (a no-op for them) can be skipped: most of a note."""
+    flags = _AS_IS.get(model)
+    if flags is None:
+        text = {models.CharField, models.TextField, models.SlugField}
+        flags = _AS_IS[model] = [
+            type(f.target_field if f.is_relation else f) in text for f in fields
+        ]
+    return flags
+
+
+def _insert_statement(obj: models.Model) -> tuple[str, list, bool]:
+    """The INSERT of `obj` and its parameters. NULLs are written into the statement, not sent:
+    a note has 39 columns, most of them empty, and psycopg re-parses a statement of more than
+    50 parameters on every call (about a millisecond), so the note and its audit event in one
+    statement stay under that. One statement text per pattern of empty columns."""
+    template, fields, auto_pk = _insert_plan(type(obj))
+    values = []
+    for field, as_is in zip(fields, _as_is(type(obj), fields), strict=True):
+        value = getattr(obj, field.attname)
+        if not (as_is and (value is None or type(value) is str)):
+            value = field.get_db_prep_save(value, connection=connection)
+        values.append(value)
+    nulls = tuple(value is None for value in values)
+    key = (template, nulls)
+    sql = _STATEMENTS.get(key)
+    if sql is None:
+        sql = _STATEMENTS[key] = template.format(
+            values=", ".join("NULL" if null else "%s" for null in nulls)
+        )
+    return sql, [value for value in values if value is not None], auto_pk
 
 
 def _saved(obj: models.Model) -> models.Model:
@@ -46,9 +83,9 @@ def _saved(obj: models.Model) -> models.Model:
 def insert(obj: models.Model) -> models.Model:
     """INSERT one new model instance with every concrete field, as `save(force_insert=True)`
     would, minus signals (no model here has any)."""
-    sql, fields, auto_pk = _insert_plan(type(obj))
+    sql, params, auto_pk = _insert_statement(obj)
     with connection.cursor() as cursor:
-        cursor.execute(sql, _params(obj, fields))
+        cursor.execute(sql, params)
         if auto_pk:
             obj.pk = cursor.fetchone()[0]
     return _saved(obj)
@@ -61,16 +98,13 @@ def insert_pair(first: models.Model, second: models.Model) -> None:
         insert(first)
         insert(second)
         return
-    sql1, fields1, auto1 = _insert_plan(type(first))
-    sql2, fields2, _auto2 = _insert_plan(type(second))
+    sql1, params1, auto1 = _insert_statement(first)
+    sql2, params2, auto2 = _insert_statement(second)
     if auto1:
         raise ValueError("insert_pair: the first row needs its own id")
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH first_row AS ({sql1}) {sql2}",
-            _params(first, fields1) + _params(second, fields2),
-        )
-        if _auto2:
+        cursor.execute(f"WITH first_row AS ({sql1}) {sql2}", params1 + params2)
+        if auto2:
             second.pk = cursor.fetchone()[0]
     _saved(first)
     _saved(second)
@@ -133,7 +167,7 @@ def lock_and_bump(project_id: int, *, now) -> LockedSetting | None:
     """Take the setting row's lock by bumping its revision, and read it back, in one
     statement. A write that then refuses or finds an identical note rolls the bump back with
     its transaction."""
-    value = models.DateTimeField().get_db_prep_save(now, connection=connection)
+    value = _DATETIME.get_db_prep_save(now, connection=connection)
     with bounded_lock_wait(restore=False), connection.cursor() as cursor:
         cursor.execute(
             "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
@@ -164,35 +198,175 @@ class WriteCheck:
     total: int
     by_run: int
     same: list[SameContent]
+    calls_used: int | None = None  # with a call to take: its run's calls so far, None: spent
+
+
+@dataclass(frozen=True)
+class CallToTake:
+    """An API call a write takes from its run's budget and counts `ok` (services/trace.py)."""
+
+    run_id: str
+    tool: str
+    budget: int
+    now: datetime
+
+
+_WRITE_CHECK = (
+    "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason, e.content_hash{taken}"
+    " FROM ("
+    " SELECT (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) AS total,"
+    " (SELECT COUNT(*) FROM project_memory_entry"
+    "  WHERE project_id = %s AND top_level_run_id = %s) AS by_run) c"
+    " LEFT JOIN project_memory_entry e"
+    " ON e.project_id = %s AND (e.content_hash = %s OR e.content_key = %s)"
+)
+_TAKE_CALL = (
+    "WITH taken AS (UPDATE memory_run SET tool_calls = tool_calls + 1"
+    " WHERE id = %s AND tool_calls < %s RETURNING tool_calls),"
+    " counted AS ({counted}) "
+)
 
 
 def write_check(
-    project_id: int, content_hash: str, content_key: str, top_level_run_id: str
+    project_id: int,
+    content_hash: str,
+    content_key: str,
+    top_level_run_id: str,
+    call: CallToTake | None = None,
 ) -> WriteCheck:
     """The project's stored notes (every status), the top-level run's new notes, and every
-    note of the project with the same place identity or the same normalised content."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason,"
-            " e.content_hash FROM ("
-            " SELECT (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) AS total,"
-            " (SELECT COUNT(*) FROM project_memory_entry"
-            "  WHERE project_id = %s AND top_level_run_id = %s) AS by_run) c"
-            " LEFT JOIN project_memory_entry e"
-            " ON e.project_id = %s AND (e.content_hash = %s OR e.content_key = %s)",
-            [
-                project_id,
-                project_id,
-                top_level_run_id,
-                project_id,
-                content_hash,
-                content_key,
-            ],
+    note of the project with the same place identity or the same normalised content. With
+    `call`, the call is also taken from its run's budget and counted `ok`: in the same
+    statement on PostgreSQL (data-modifying CTEs), before it elsewhere."""
+    params = [project_id, project_id, top_level_run_id, project_id, content_hash, content_key]
+    sql = _WRITE_CHECK.format(taken="")
+    used = None
+    if call is not None and connection.vendor != "postgresql":
+        used = call_consume_and_record(call.run_id, call.tool, call.budget, now=call.now)
+    elif call is not None:
+        counted = _COUNT_CALL.format(rows="SELECT %s, %s, 'ok', 1, %s FROM taken")
+        sql = _TAKE_CALL.format(counted=counted) + _WRITE_CHECK.format(
+            taken=", (SELECT tool_calls FROM taken)"
         )
+        now = _DATETIME.get_db_prep_save(call.now, connection=connection)
+        params = [call.run_id, call.budget, call.run_id, call.tool, now, *params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     same = [
         SameContent(r[2], r[3], r[4], r[5], same_place=r[6] == content_hash)
         for r in rows
         if r[2] is not None
     ]
-    return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same)
+    if call is not None and connection.vendor == "postgresql":
+        used = rows[0][7]
+    return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same, calls_used=used)
+
+
+# --- Reads with joins, the token check's --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Joined:
+    """One table of a hand-built SELECT: its model, its alias, and (for every table but the
+    first) the condition of its LEFT JOIN."""
+
+    model: type[models.Model]
+    alias: str
+    on: str = ""
+
+
+_SELECTS: dict[tuple, tuple[str, list]] = {}
+
+
+def _select_plan(tables: tuple[Joined, ...], where: str) -> tuple[str, list]:
+    key = (tables, where, connection.vendor)
+    plan = _SELECTS.get(key)
+    if plan is None:
+        qn = connection.ops.quote_name
+        columns, parts = [], []
+        for table in tables:
+            fields = table.model._meta.concrete_fields
+            columns += [f"{table.alias}.{qn(f.column)}" for f in fields]
+            # The conversions the ORM applies to each column (SQLite's text datetimes, …).
+            converters = []
+            for i, f in enumerate(fields):
+                col = f.get_col(table.alias)
+                found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+                if found:
+                    converters.append((i, col, found))
+            parts.append((table.model, len(fields), converters))
+        first, *rest = tables
+        sql = f"SELECT {', '.join(columns)} FROM {qn(first.model._meta.db_table)} {first.alias}"
+        for table in rest:
+            sql += f" LEFT JOIN {qn(table.model._meta.db_table)} {table.alias} ON {table.on}"
+        plan = (f"{sql} WHERE {where}", parts)
+        _SELECTS[key] = plan
+    return plan
+
+
+def select_joined(
+    tables: tuple[Joined, ...], where: str, params: list
+) -> list[models.Model | None] | None:
+    """The first row of `SELECT <every concrete column of each table> FROM … LEFT JOIN … WHERE
+    where`, as one model instance per table (None where a join found no row), or None when no
+    row matches. Relations between the instances are left for the caller to wire."""
+    sql, parts = _select_plan(tables, where)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    objects: list[models.Model | None] = []
+    start = 0
+    for model, width, converters in parts:
+        values = list(row[start : start + width])
+        start += width
+        if values[0] is None and model._meta.concrete_fields[0].primary_key:
+            objects.append(None)  # the LEFT JOIN found nothing
+            continue
+        for i, col, found in converters:
+            for convert in found:
+                values[i] = convert(values[i], col, connection)
+        objects.append(model.from_db(connection.alias, None, values))
+    return objects
+
+
+# --- The call budget and the trace, for the API's call path -----------------------------------
+
+
+def call_consume(run_id: str, budget: int) -> int | None:
+    """Take one call from the run's budget in one statement: the calls used so far, or None
+    when the budget is spent."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memory_run SET tool_calls = tool_calls + 1"
+            " WHERE id = %s AND tool_calls < %s RETURNING tool_calls",
+            [run_id, budget],
+        )
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+_COUNT_CALL = (
+    "INSERT INTO memory_toolcallcount (run_id, tool, outcome, count, last_called_at)"
+    " {rows} ON CONFLICT (run_id, tool, outcome) DO UPDATE"
+    " SET count = memory_toolcallcount.count + 1, last_called_at = excluded.last_called_at"
+)
+
+
+def call_record(run_id: str, tool: str, outcome: str, *, now) -> None:
+    """Count one call of `tool` with `outcome` in one statement (insert or add one)."""
+    value = _DATETIME.get_db_prep_save(now, connection=connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _COUNT_CALL.format(rows="VALUES (%s, %s, %s, 1, %s)"), [run_id, tool, outcome, value]
+        )
+
+
+def call_consume_and_record(run_id: str, tool: str, budget: int, *, now) -> int | None:
+    """`call_consume`, then `call_record(outcome="ok")` when the budget allowed the call."""
+    used = call_consume(run_id, budget)
+    if used is not None:
+        call_record(run_id, tool, "ok", now=now)
+    return used

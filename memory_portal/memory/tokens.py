@@ -7,11 +7,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from functools import cache
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from . import fastsql
 from .errors import MemoryPortalError
-from .models import ApiToken, RunStatus
+from .models import Agent, ApiToken, Application, MemorySetting, Project, Run, RunStatus
 
 TOKEN_PREFIX = "mp_"
 
@@ -27,6 +30,38 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+@cache
+def _tables() -> tuple[fastsql.Joined, ...]:
+    return (
+        fastsql.Joined(ApiToken, "t"),
+        fastsql.Joined(Run, "r", "r.id = t.run_id"),
+        fastsql.Joined(Agent, "a", "a.id = r.agent_id"),
+        fastsql.Joined(Project, "p", "p.id = r.project_id"),
+        fastsql.Joined(Application, "ap", "ap.id = r.application_id"),
+        fastsql.Joined(MemorySetting, "s", "s.project_id = r.project_id"),
+        fastsql.Joined(get_user_model(), "u", "u.id = t.user_id"),
+    )
+
+
+def _load(prefix: str) -> ApiToken | None:
+    """The token of `prefix` with everything a call needs, in one statement: its run with the
+    run's agent, project, application and the project's setting row (`project.memory_setting`:
+    the switch and epoch as the call found them), or its user."""
+    row = fastsql.select_joined(_tables(), "t.prefix = %s", [prefix])
+    if row is None:
+        return None
+    token, run, agent, project, application, setting, user = row
+    if run is not None:
+        run.agent = agent
+        run.project = project
+        run.application = application
+        if setting is not None:
+            project.memory_setting = setting
+    token.run = run
+    token.user = user
+    return token
+
+
 def token_authenticate(raw: str | None) -> ApiToken:
     """The live token for a bearer value, or auth_required / auth_invalid."""
     if raw is None or raw == "":
@@ -37,11 +72,7 @@ def token_authenticate(raw: str | None) -> ApiToken:
     prefix, _, secret = raw[len(TOKEN_PREFIX) :].partition("_")
     if len(prefix) != 12 or not secret:
         raise invalid
-    token = (
-        ApiToken.objects.select_related("run__agent", "run__project", "run__application", "user")
-        .filter(prefix=prefix)
-        .first()
-    )
+    token = _load(prefix)
     # Compare even when no row matched, so timing does not tell a known prefix apart.
     expected = token.secret_hash if token is not None else "0" * 64
     if not hmac.compare_digest(expected, hash_secret(secret)) or token is None:

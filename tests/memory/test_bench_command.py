@@ -41,6 +41,26 @@ def test_bench_keep_leaves_its_projects():
     assert Note.objects.filter(project__in=kept).count() == 2 + 3 * 3 * 8
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_bench_http_times_memory_write_through_the_server_next_to_raw_sql():
+    out = StringIO()
+    call_command("memory_bench_writes", "--http-only", "--writes", "16", stdout=out)
+    text = out.getvalue()
+    rows = [line.split() for line in text.splitlines() if line.endswith(tuple("0123456789"))]
+    rows = [row for row in rows if row[:2] in (["1", "client,"], ["8", "clients,"])]
+    assert [row[:4] for row in rows] == [
+        ["1", "client,", "1", "project"],
+        ["8", "clients,", "8", "projects"],
+    ]
+    for row in rows:
+        assert row[4] == "16", row  # every write answered 200 with a new note
+        http, raw, ratio = float(row[5]), float(row[6]), float(row[7])
+        assert http > 0 and raw > 0 and ratio == pytest.approx(http / raw, abs=0.01)
+    assert "1 writer, 1 project" not in text, "--http-only skips the in-process scenarios"
+    assert not Project.objects.filter(slug__startswith="bench-").exists()
+
+
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
 def test_bench_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):

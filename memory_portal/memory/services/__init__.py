@@ -56,12 +56,13 @@ from .scratchpad import (
     scratchpad_undo,
 )
 from .settings import memory_disable, memory_enable, memory_reset
-from .trace import run_call_consume, tool_call_record
+from .trace import call_opened, run_budget_spent, run_call_consume, tool_call_record
 
 __all__ = [
     "agent_create",
     "application_create",
     "application_delete",
+    "call_opened",
     "day_append",
     "fact_save",
     "membership_set",
@@ -94,6 +95,7 @@ __all__ = [
     "routine_resume",
     "routine_run_now",
     "routines_run_due",
+    "run_budget_spent",
     "run_call_consume",
     "run_create",
     "run_delete",

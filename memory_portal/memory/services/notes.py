@@ -16,6 +16,7 @@ from .. import fastsql
 from ..access import (
     actor_role,
     check_agent_gate,
+    request_setting,
     require_manager,
     require_member,
     require_person,
@@ -68,6 +69,7 @@ from ..validation import (
 )
 from ._common import audit, audit_event, bump, lock_setting, save_note_change
 from .schedule import routine_ensure
+from .trace import call_taken, call_to_take, call_unsettle
 from .vectors import stamp_vector
 
 TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
@@ -146,14 +148,21 @@ def _check_caps(actor: Actor, project: Project, check: fastsql.WriteCheck) -> No
         )
 
 
-def _write_check(actor: Actor, project: Project, note: Note) -> fastsql.WriteCheck:
+def _write_check(
+    actor: Actor, project: Project, note: Note, call: fastsql.CallToTake | None = None
+) -> fastsql.WriteCheck:
     top = actor.run.top_level_run_id if actor.is_agent else ""
-    return fastsql.write_check(project.pk, note.content_hash, note.content_key, top)
+    return fastsql.write_check(project.pk, note.content_hash, note.content_key, top, call)
 
 
-def _current_setting(project: Project):
-    """The switch and epoch as they are now, read outside the lock (step 1 of the protocol)."""
-    return fastsql.read_setting_row(project.pk) or setting_get(project=project)
+def _current_setting(actor: Actor, project: Project):
+    """The switch and epoch as they are now, read outside the lock (step 1 of the protocol):
+    as this request's token check read them, or read now."""
+    return (
+        request_setting(actor, project)
+        or fastsql.read_setting_row(project.pk)
+        or setting_get(project=project)
+    )
 
 
 def _check_epoch(setting: MemorySetting, epoch: int) -> None:
@@ -191,10 +200,12 @@ def _insert(
                 )
                 if existing_id is not None:
                     transaction.set_rollback(True)  # undo the revision bump: nothing changed
+                    call_unsettle()  # and the API call taken with it
                 elif start_review_of is not None:
                     routine_ensure(actor=actor, agent=start_review_of)
-        except IntegrityError:
-            if attempt == 2:
+        except BaseException as exc:
+            call_unsettle()  # the API call's budget and trace row rolled back too
+            if not isinstance(exc, IntegrityError) or attempt == 2:
                 raise
             note = _fresh_copy(note)
             continue
@@ -223,7 +234,10 @@ def _insert_locked(
         setting = fastsql.lock_and_bump(project.pk, now=now)
     _check_epoch(setting, epoch)
     check_agent_gate(actor, setting, write=True)
-    check = _write_check(actor, project, note)
+    call = call_to_take()  # the API call that makes this write: its budget and trace row
+    check = _write_check(actor, project, note, call)
+    if call is not None:
+        call_taken(check.calls_used)
     existing_id = _refuse_resurrection(check.same)
     old = _lock_superseded(actor, project, supersede_id, note) if supersede_id else None
     if existing_id is not None:
@@ -368,7 +382,7 @@ def note_write(
     run = actor.run
     project = run.project
     # 1. Validate outside any lock; remember the epoch.
-    setting = _current_setting(project)
+    setting = _current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     if kind not in TOOL_KINDS:
@@ -434,7 +448,7 @@ def fact_save(
     by a person naming it. Expires in 90 days unless `expires_at` says otherwise."""
     agent = agent_for_memories(actor=actor, agent_id=agent_id)
     project = agent.project
-    setting = _current_setting(project)
+    setting = _current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     fact = require_text("text", text, max_len=FACT_MAX, too_long_code="memory_text_too_long")
@@ -488,7 +502,7 @@ def note_edit(
     code = "memory_text_too_long" if old.scope == Scope.AGENT else None
     text = require_text("content", content, max_len=limit, too_long_code=code)
     check_no_secret(content=text)
-    setting = _current_setting(old.project)
+    setting = _current_setting(actor, old.project)
     note = Note(
         project=old.project,
         application=old.application,
@@ -523,7 +537,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
     run = actor.run
     agent = run.agent
     project = run.project
-    setting = _current_setting(project)
+    setting = _current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     text = require_text("line", line, max_len=DAY_LINE_MAX, too_long_code="memory_text_too_long")

@@ -16,11 +16,18 @@ the service does (validation and secret scan, the pre-lock read, the idempotency
 per-run quota count, the audit row, the ORM). A third path, "raw 8", sends the service's own
 eight statements by hand, which splits that price into "more statements" and "the ORM".
 
+With --http (or --http-only) it also times what an agent waits for: `POST
+/api/tools/memory_write` through the production server (gunicorn -c gunicorn.conf.py on a free
+loopback port), with 1 client on 1 project and 8 clients on 8 projects, each next to the raw-SQL
+floor measured in the same run at the same concurrency, and the server's CPU per write (the
+gunicorn workers' user + system time, from /proc).
+
 See docs/PERFORMANCE.md for figures and their interpretation.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
@@ -37,7 +44,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
-from memory_portal.memory import services
+from memory_portal.memory import benchserver, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.ids import new_note_id
 from memory_portal.memory.models import (
@@ -105,6 +112,12 @@ SCENARIOS = (
     Scenario("s2", "8 writers, 1 project", threads=8, projects=1),
     Scenario("s3", "8 writers, 8 projects", threads=8, projects=8),
 )
+# memory_write over HTTP, each next to the raw-SQL floor at the same concurrency.
+HTTP_SCENARIOS = (
+    Scenario("h1", "1 client, 1 project", threads=1, projects=1),
+    Scenario("h8", "8 clients, 8 projects", threads=8, projects=8),
+)
+HTTP_WARMUP = 3  # writes per client before the clock starts (the workers' first requests)
 
 
 @dataclass
@@ -121,6 +134,21 @@ class Measurement:
     @property
     def rate(self) -> float:
         return self.writes / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class HttpMeasurement(Measurement):
+    server_cpu: float = 0.0  # the gunicorn workers' CPU seconds while the clients ran
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def server_cpu_ms(self) -> float:
+        return self.server_cpu * 1000 / self.writes if self.writes else 0.0
+
+    @property
+    def p50_ms(self) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[len(ordered) // 2] * 1000 if ordered else 0.0
 
 
 @dataclass
@@ -168,6 +196,17 @@ class Command(BaseCommand):
             "of writes (raises the project cap in-process, since the count is open).",
         )
         parser.add_argument(
+            "--http",
+            action="store_true",
+            help="Also time memory_write through gunicorn (1 client; 8 clients on 8 projects) "
+            "next to the raw-SQL floor at the same concurrency.",
+        )
+        parser.add_argument(
+            "--http-only",
+            action="store_true",
+            help="Only the HTTP comparison (skip the in-process scenarios).",
+        )
+        parser.add_argument(
             "--keep",
             action="store_true",
             help="Keep the bench- projects, agents, runs and notes for inspection.",
@@ -187,6 +226,15 @@ class Command(BaseCommand):
             raise CommandError("--writes must be at least 1.")
         if seconds is not None and seconds <= 0:
             raise CommandError("--seconds must be positive.")
+        http_only: bool = options["http_only"]
+        over_http = options["http"] or http_only
+        if over_http and seconds is not None:
+            raise CommandError("--http times a fixed number of writes; drop --seconds.")
+        if over_http and writes > settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]:
+            raise CommandError(
+                "--http writes at most PROJECT_NOTE_CAP notes per project (the server's own "
+                "limit); lower --writes."
+            )
         self.verbosity = options["verbosity"]
         self.tag = uuid.uuid4().hex[:6]
         self.prefix = f"{SLUG_PREFIX}{self.tag}"
@@ -206,13 +254,16 @@ class Command(BaseCommand):
         try:
             with override_settings(MEMORY_PORTAL=limits):
                 self._header(writes, seconds, overrides)
-                statements = self._probe()
-                rows = []
-                for scenario in SCENARIOS:
-                    rows.append(
-                        (scenario, [self._measure(scenario, p, writes, seconds) for p in PATHS])
-                    )
-                self._report(rows, statements)
+                if not http_only:
+                    statements = self._probe()
+                    rows = []
+                    for scenario in SCENARIOS:
+                        rows.append(
+                            (scenario, [self._measure(scenario, p, writes, seconds) for p in PATHS])
+                        )
+                    self._report(rows, statements)
+                if over_http:
+                    self._report_http(self._measure_http_all(writes))
         finally:
             if options["keep"]:
                 self.stdout.write(f"Kept the benchmark projects {self.prefix}-*.")
@@ -283,6 +334,32 @@ class Command(BaseCommand):
             self.stdout.write(f"Service below half of raw SQL in: {'; '.join(below)}.")
         else:
             self.stdout.write("Service at or above half of raw SQL in every scenario.")
+
+    def _report_http(self, rows: list[tuple[Scenario, HttpMeasurement, Measurement]]) -> None:
+        self.stdout.write("")
+        self.stdout.write(
+            "memory_write over HTTP (gunicorn -c gunicorn.conf.py), next to the raw-SQL floor "
+            "at the same concurrency, in this run:"
+        )
+        header = (
+            f"{'scenario':<22} {'writes':>6} {'HTTP w/s':>9} {'raw SQL w/s':>11} "
+            f"{'ratio':>5} {'HTTP p50 ms':>11} {'server CPU ms/write':>19}"
+        )
+        self.stdout.write(header)
+        self.stdout.write("-" * len(header))
+        for scenario, over_http, raw in rows:
+            ratio = over_http.rate / raw.rate if raw.rate else 0.0
+            self.stdout.write(
+                f"{scenario.label:<22} {over_http.writes:>6} {over_http.rate:>9.1f} "
+                f"{raw.rate:>11.1f} {ratio:>5.2f} {over_http.p50_ms:>11.1f} "
+                f"{over_http.server_cpu_ms:>19.2f}"
+            )
+        self.stdout.write("")
+        self.stdout.write(
+            "ratio = HTTP / raw SQL (4 statements on the benchmark's own connection); server "
+            "CPU = the gunicorn workers' user + system time per write (PostgreSQL's not "
+            "included; 10 ms clock ticks)."
+        )
 
     # --- Fixtures ---------------------------------------------------------------------------
 
@@ -377,13 +454,7 @@ class Command(BaseCommand):
         threads = [
             threading.Thread(target=work, args=(w,), name=f"bench-{w.index}") for w in writers
         ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-        if errors:
-            raise CommandError(f"{scenario.label} ({path}) failed: {(real or errors)[0]!r}")
+        _run_all(threads, errors, f"{scenario.label} ({path})")
         return Measurement(
             writes=sum(done),
             seconds=max(finished) - clock["start"],
@@ -493,6 +564,100 @@ class Command(BaseCommand):
                 cur.execute("COMMIT")
 
         return write
+
+    # --- Over HTTP ----------------------------------------------------------------------------
+
+    def _measure_http_all(self, writes: int) -> list[tuple[Scenario, HttpMeasurement, Measurement]]:
+        rows = []
+        try:
+            with benchserver.gunicorn(["-c", "gunicorn.conf.py"]) as server:
+                for scenario in HTTP_SCENARIOS:
+                    over_http = self._measure_http(scenario, writes, server)
+                    raw = self._measure(scenario, "raw", writes, None)
+                    rows.append((scenario, over_http, raw))
+        except benchserver.ServerDidNotStart as exc:
+            raise CommandError(f"gunicorn: {exc}") from exc
+        return rows
+
+    def _measure_http(
+        self, scenario: Scenario, writes: int, server: benchserver.Running
+    ) -> HttpMeasurement:
+        """`writes` memory_write calls shared by the scenario's clients, each on a keep-alive
+        connection of its own with a fresh run's token every WRITES_PER_RUN writes."""
+        targets = self._targets(f"{scenario.key}-http", scenario.projects)
+        plans = []
+        for i in range(scenario.threads):
+            _project, agent = targets[i % len(targets)]
+            share = _share(writes, scenario.threads, i)
+            runs = math.ceil(share / WRITES_PER_RUN) + 1  # the first warms the server up
+            tokens = [services.run_start(actor=None, agent=agent)[1] for _ in range(runs)]
+            plans.append((i, share, tokens))
+        where = f"{scenario.key}-http"
+        clock: dict[str, float] = {}
+        done = [0] * len(plans)
+        finished = [0.0] * len(plans)
+        latencies: list[list[float]] = [[] for _ in plans]
+        errors: list[BaseException] = []
+
+        def started() -> None:
+            clock["cpu"] = server.cpu_seconds()
+            clock["start"] = time.perf_counter()
+
+        barrier = threading.Barrier(len(plans), action=started)
+
+        def work(index: int, share: int, tokens: list[str]) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            try:
+                for n in range(HTTP_WARMUP):
+                    self._post_write(conn, tokens[0], self._content(f"{where}-warm", index, n))
+                barrier.wait(timeout=BARRIER_TIMEOUT)
+                for n in range(share):
+                    token = tokens[1 + n // WRITES_PER_RUN]
+                    began = time.perf_counter()
+                    self._post_write(conn, token, self._content(where, index, n))
+                    latencies[index].append(time.perf_counter() - began)
+                done[index] = share
+                finished[index] = time.perf_counter()
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+                barrier.abort()
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=work, args=plan) for plan in plans]
+        _run_all(threads, errors, f"{scenario.label} (HTTP)")
+        return HttpMeasurement(
+            writes=sum(done),
+            seconds=max(finished) - clock["start"],
+            cpu=0.0,
+            server_cpu=server.cpu_seconds() - clock["cpu"],
+            latencies=[x for per_client in latencies for x in per_client],
+        )
+
+    @staticmethod
+    def _post_write(conn: http.client.HTTPConnection, token: str, content: str) -> None:
+        conn.request(
+            "POST",
+            "/api/tools/memory_write",
+            json.dumps({"kind": "fact", "content": content}),
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        response = conn.getresponse()
+        body = response.read()
+        if response.status != 200 or not json.loads(body).get("created"):
+            raise CommandError(f"memory_write answered {response.status}: {body[:200]!r}")
+
+
+def _run_all(threads: list[threading.Thread], errors: list[BaseException], what: str) -> None:
+    """Start the writer threads, wait for them, and fail with the first real error any of
+    them reported (the others then only saw the barrier break)."""
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if errors:
+        raise CommandError(f"{what} failed: {(real or errors)[0]!r}")
 
 
 def _share(total: int, parts: int, index: int) -> int:

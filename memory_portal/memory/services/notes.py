@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
+from .. import counters, fastsql
 from .. import evidence as evidence_checks
-from .. import fastsql
 from ..access import (
     actor_role,
     check_agent_gate,
@@ -241,12 +241,16 @@ def _insert_locked(
         details["supersedes"] = old.pk
     event = audit_event(actor=actor, action=action, project=project, note=note, details=details)
     fastsql.insert_pair(note, event)
+    counted = counters.moved(None, counters.NEW)
     if old is not None:
+        archived = counters.moved(counters.state_of(old), (Status.ARCHIVED, old.trust))
+        counted = counters.combined(counted, archived)
         old.status = Status.ARCHIVED
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now
         old.superseded_by = note
         _save(old, "status", "archive_reason", "archived_at", "superseded_by")
+    counters.apply(setting.id, counted)
     return None
 
 
@@ -571,7 +575,8 @@ def day_append(*, actor: Actor, line: str) -> Note:
             _provenance(actor, row)
             row.save(force_insert=True)
             action = AuditAction.DAY_CREATE
-        bump(setting, wrote_note=True)
+        created = action == AuditAction.DAY_CREATE
+        bump(setting, wrote_note=True, counted=counters.moved(None, row) if created else None)
         audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
         if action == AuditAction.DAY_CREATE:
             routine_ensure(actor=actor, agent=agent)  # the day log feeds the daily review too
@@ -635,7 +640,7 @@ def _set_trust(
         previous = note.trust
         note.trust = trust
         _save(note, "trust")
-        bump(setting)
+        bump(setting, counted=counters.moved((note.status, previous), note))
         audit(
             actor=actor,
             action=action,
@@ -672,11 +677,12 @@ def note_archive(
             raise invalid("id", f"{note.pk} is forgotten; restore it first.")
         if note.status == Status.ARCHIVED:
             return note
+        before = counters.state_of(note)
         note.status = Status.ARCHIVED
         note.archive_reason = text
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(actor=actor, action=AuditAction.NOTE_ARCHIVE, project=note.project, note=note)
     return note
 
@@ -701,12 +707,13 @@ def _unarchive(*, actor: Actor, note_id: str, action: AuditAction, project: Proj
             )
         _check_unique_live(note)
         was_vetoed = note.is_vetoed
+        before = counters.state_of(note)
         note.status = Status.ACTIVE
         note.archive_reason = ""
         note.archived_at = None
         note.vetoed_by = None
         _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(
             actor=actor,
             action=action,
@@ -749,12 +756,13 @@ def note_veto(*, actor: Actor, note_id: str, project: Project | None = None) -> 
             raise invalid(
                 "id", f"{note.pk} is not live ({note.status}); only live notes are vetoed."
             )
+        before = counters.state_of(note)
         note.status = Status.ARCHIVED
         note.archive_reason = REASON_VETOED
         note.archived_at = timezone.now()
         note.vetoed_by = actor.user
         _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(actor=actor, action=AuditAction.NOTE_VETO, project=note.project, note=note)
     return note
 
@@ -794,9 +802,10 @@ def note_forget(*, actor: Actor, note_id: str, project: Project | None = None) -
         else:
             recovery.forgotten_by_user = actor.user
         recovery.save(force_insert=True)
+        before = counters.state_of(note)
         note.status = Status.FORGOTTEN
         _save(note, "status")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(
             actor=actor,
             action=AuditAction.NOTE_FORGET,
@@ -839,10 +848,11 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
         )
         if recovery.previous_status == Status.ACTIVE:
             _check_unique_live(note)
+        before = counters.state_of(note)
         note.status = recovery.previous_status
         _save(note, "status")
         recovery.delete()
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(
             actor=actor,
             action=AuditAction.NOTE_RESTORE,
@@ -940,12 +950,13 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
                 "memory_trust_locked", f"{old.pk} is {old.trust}; only a manager retires it."
             )
         now = timezone.now()
+        before = counters.state_of(old)
         old.status = Status.ARCHIVED
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now
         old.superseded_by = keeper
         _save(old, "status", "archive_reason", "archived_at", "superseded_by")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, old))
         audit(
             actor=actor,
             action=AuditAction.NOTE_MERGE,
@@ -994,10 +1005,11 @@ def note_expire(*, actor: Actor, note_id: str, now: datetime | None = None) -> N
             return note
         if not is_expired(note.expires_at, now):
             raise invalid("id", f"{note.pk} has not expired.")
+        before = counters.state_of(note)
         note.status = Status.ARCHIVED
         note.archive_reason = REASON_EXPIRED
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(actor=actor, action=AuditAction.NOTE_EXPIRE, project=note.project, note=note)
     return note

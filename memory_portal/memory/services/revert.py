@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from .. import counters
 from ..access import require_manager, require_person
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -262,12 +263,13 @@ def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
         "superseded_by": note.superseded_by_id,
         "archived_at": note.archived_at.isoformat() if note.archived_at else None,
     }
+    before = counters.state_of(note)
     note.status = Status.ACTIVE
     note.archive_reason = ""
     note.archived_at = None
     note.superseded_by = None
     note_services._save(note, "status", "archive_reason", "archived_at", "superseded_by")
-    bump(setting)
+    bump(setting, counted=counters.moved(before, note))
     audit(
         actor=actor,
         action=AuditAction.NOTE_UNARCHIVE,
@@ -405,9 +407,10 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
             forgotten_by_top_level_run_id=item["forgotten_by_top_level_run_id"],
             created_at=parse_datetime(item["created_at"]),
         )
+        before = counters.state_of(note)
         note.status = Status.FORGOTTEN
         note_services._save(note, "status")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(
             actor=actor,
             action=AuditAction.NOTE_FORGET,
@@ -419,6 +422,7 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
     if note.status != Status.ACTIVE:
         return "changed_since"
     archived_at = parse_datetime(item["archived_at"]) if item["archived_at"] else timezone.now()
+    before = counters.state_of(note)
     note.status = Status.ARCHIVED
     note.archived_at = archived_at
     if action == "unsupersede":
@@ -433,7 +437,7 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
         note.archive_reason = item["reason"]
         fields = ("status", "archive_reason", "archived_at")
     note_services._save(note, *fields)
-    bump(setting)
+    bump(setting, counted=counters.moved(before, note))
     audit(
         actor=actor,
         action=AuditAction.NOTE_ARCHIVE,

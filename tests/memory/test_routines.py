@@ -332,8 +332,8 @@ def test_review_statements_do_not_grow_with_the_agents_facts(world):
     """A review that changes nothing costs the same statements at 5 facts or 60: 25 on SQLite
     for a manual run, the person's claim (membership, routine, lock, claim row, audit) and the
     test's savepoints included; PostgreSQL adds its two lock-wait settings and sends the run and
-    its audit row in one statement (26). A scheduled review is 14 statements (issue "Fast at a
-    million notes" aimed at 20)."""
+    its audit row in one statement (26). A scheduled review is 14 statements on SQLite, 15 on
+    PostgreSQL (issue "Fast at a million notes" aimed at 20; docs/PERFORMANCE.md)."""
     from django.db import connection as conn
     from django.test.utils import CaptureQueriesContext
 

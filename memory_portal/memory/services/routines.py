@@ -271,8 +271,9 @@ class _Review:
     def live(self) -> list[Note]:
         """The live facts as the changes planned (and lifts made) so far leave them."""
         gone = {d.pk for d, _ in self.merges} | {n.pk for n in self.expire}
+        renewed = {n.pk for n in self.renew}
         facts = [n for n in self.facts if n.pk not in gone] + self.lifted
-        facts = [n for n in facts if not is_expired(n.expires_at, self.now)]
+        facts = [n for n in facts if n.pk in renewed or not is_expired(n.expires_at, self.now)]
         return sorted(facts, key=lambda n: (n.created_at, n.pk))
 
     @property
@@ -375,15 +376,23 @@ def _apply(actor: Actor, work: _Review, setting) -> list[AuditEvent]:
     planned |= {n.pk for n in work.renew + work.expire}
     if not planned:
         return []
-    current = dict(
-        Note.objects.select_for_update()
+    current = {
+        pk: (expires_at, trust)
+        for pk, expires_at, trust in Note.objects.select_for_update()
         .filter(pk__in=planned, status=Status.ACTIVE)
-        .values_list("pk", "expires_at")
-    )
+        .values_list("pk", "expires_at", "trust")
+    }
     now = work.now
-    work.merges = [(d, k) for d, k in work.merges if d.pk in current and k.pk in current]
+    for note in [n for pair in work.merges for n in pair] + work.renew + work.expire:
+        if note.pk in current:  # counted as it is now (a manager may have approved it since)
+            note.trust = current[note.pk][1]
+    work.merges = [
+        (d, k)
+        for d, k in work.merges
+        if d.pk in current and k.pk in current and d.trust == Trust.LEARNED
+    ]
     work.renew = [n for n in work.renew if n.pk in current]
-    work.expire = [n for n in work.expire if n.pk in current and is_expired(current[n.pk], now)]
+    work.expire = [n for n in work.expire if n.pk in current and is_expired(current[n.pk][0], now)]
     stamp = timezone.now()
     renewed_until = now + RENEW_FOR
     events = []

@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 
 import numpy as np
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Exists, Q, Value, When
+from django.db.models import Case, Q, Value, When
 from django.tasks import TaskResultStatus, task
 from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
@@ -200,13 +200,10 @@ def _claim(
     `start_run` starts the review's run (`review.run`) in the same transaction."""
     try:
         with transaction.atomic():
-            running = (
-                ReviewRoutine.objects.select_for_update()
-                .filter(pk=routine.pk)
-                .values_list(Exists(_running(routine, now)), flat=True)
-                .first()
-            )
-            if running:
+            # Two statements: under READ COMMITTED, a check in the locking statement itself
+            # would not see the run that the transaction it waited for committed.
+            ReviewRoutine.objects.select_for_update().filter(pk=routine.pk).exists()
+            if _running(routine, now).exists():
                 if trigger == "schedule" and not _scheduled(routine, day).exists():
                     ReviewRoutine.objects.filter(pk=routine.pk, next_run_at__gt=now).update(
                         next_run_at=now

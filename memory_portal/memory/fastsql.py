@@ -163,16 +163,21 @@ def bounded_lock_wait(*, restore: bool = True):
             cursor.execute(f"SET LOCAL statement_timeout = {int(settings.DB_STATEMENT_TIMEOUT_MS)}")
 
 
-def lock_and_bump(project_id: int, *, now) -> LockedSetting | None:
-    """Take the setting row's lock by bumping its revision, and read it back, in one
-    statement. A write that then refuses or finds an identical note rolls the bump back with
-    its transaction."""
+def lock_and_bump(
+    project_id: int, *, now, counted: dict[str, int] | None = None
+) -> LockedSetting | None:
+    """Take the setting row's lock by bumping its revision (and adding `counted` to its note
+    counters: the note about to be written), and read it back, in one statement. A write that
+    then refuses or finds an identical note rolls the bump back with its transaction."""
     value = _DATETIME.get_db_prep_save(now, connection=connection)
+    counted = counted or {}
+    qn = connection.ops.quote_name
+    adds = "".join(f", {qn(field)} = {qn(field)} + %s" for field in counted)
     with bounded_lock_wait(restore=False), connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
+            f"UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s{adds}"
             " WHERE project_id = %s RETURNING id, enabled, revocation_epoch, revision",
-            [value, project_id],
+            [value, *counted.values(), project_id],
         )
         row = cursor.fetchone()
     if row is None:

@@ -242,6 +242,15 @@ class MemorySetting(models.Model):
     )
     changed_at = models.DateTimeField(null=True, blank=True)
     last_write_at = models.DateTimeField(null=True, blank=True)
+    # The project's notes counted by status, by trust, and learned-and-active (awaiting
+    # review): kept exact under this row's lock by every change (counters.py).
+    notes_active = models.IntegerField(default=0)
+    notes_archived = models.IntegerField(default=0)
+    notes_forgotten = models.IntegerField(default=0)
+    notes_learned = models.IntegerField(default=0)
+    notes_reviewed = models.IntegerField(default=0)
+    notes_rejected = models.IntegerField(default=0)
+    notes_awaiting = models.IntegerField(default=0)
 
     class Meta:
         db_table = "project_memory_setting"

@@ -22,6 +22,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 from ulid import ULID
 
+from . import counters
 from . import models as m
 from .audit_actions import AuditAction
 
@@ -197,9 +198,6 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
     )
     app = m.Application.objects.create(project=project, slug="app", name="App", created_at=born)
     m.RepositoryLink.objects.create(application=app, repository=repo, revision="a" * 40)
-    m.MemorySetting.objects.create(
-        project=project, enabled=True, revision=size, changed_at=born, last_write_at=now
-    )
     agents = Table(m.Agent)
     runs = Table(m.Run)
     notes = Table(m.Note)
@@ -268,6 +266,7 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
             created_at=at,
         )
     days_used: set[tuple[str, object]] = set()
+    states: list[tuple[str, str]] = []
     for n in range(size):
         run_id, agent_id, stage, at = run_rows[min(n // NOTES_PER_RUN, n_runs - 1)]
         at = at + timedelta(seconds=n % NOTES_PER_RUN)
@@ -290,6 +289,7 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
             content_hash = _sha(f"{kind}|{scope}|{index}|{n}|{content}")
         archived = status == "archived"
         vetoed = archived and n % 3 == 0
+        states.append((status, trust))
         notes.add(
             id=note_id,
             project_id=project.id,
@@ -351,6 +351,14 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
         else:
             third = AuditAction.NOTE_REVERIFY if n % 4 == 0 else AuditAction.NOTE_EDIT
         audits.add(**base, action=third, created_at=at + timedelta(hours=2))
+    m.MemorySetting.objects.create(
+        project=project,
+        enabled=True,
+        revision=size,
+        changed_at=born,
+        last_write_at=now,
+        **counters.tally(states),  # the stored counters of the notes copied below
+    )
     with connection.cursor() as cursor:
         raw = cursor.cursor  # psycopg's own cursor, for COPY
         for table in (agents, routines, runs, calls, notes, recoveries, audits):

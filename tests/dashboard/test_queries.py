@@ -178,3 +178,32 @@ def test_runs_page_counts_only_its_own_runs(world, manager_client, django_assert
     )[1]
     first = sorted_html.split('data-label="Notes written">', 1)[1].split("<", 1)[0]
     assert int(first) >= 1
+
+
+def test_the_projects_list_reads_stored_counters_in_constant_statements(
+    make_user, client, django_assert_max_num_queries
+):
+    """A superuser's projects list (`/`): the same statements for 1 project or 20, and none
+    of them counts notes (issue "Fast at a million notes": the stored counters)."""
+    from tests.conftest import build_world
+
+    admin = make_user("root", superuser=True)
+    client.force_login(admin)
+
+    def statements() -> tuple[int, str]:
+        with django_assert_max_num_queries(4) as captured:
+            response = client.get(reverse("dashboard:projects"))
+        assert response.status_code == 200
+        assert not any("COUNT(" in q["sql"].upper() for q in captured.captured_queries)
+        return len(captured.captured_queries), response.content.decode()
+
+    first = build_world(make_user, slug="proj-0")
+    save_fact(first, "One stored fact")
+    write_note(first, "One shared note")
+    one, html = statements()
+    assert html.count("project-card") == 1 and "<strong>2</strong>" in html
+    for i in range(1, 20):
+        build_world(make_user, slug=f"proj-{i}")
+    twenty, html = statements()
+    assert html.count("project-card") == 20
+    assert twenty == one

@@ -12,6 +12,7 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from memory_portal.memory import counters
 from memory_portal.memory.evidence import quote_matches
 from memory_portal.memory.management.commands.memory_demo import Command
 from memory_portal.memory.models import (
@@ -79,6 +80,9 @@ def test_demo_loads_a_realistic_world_once(var_dir, monkeypatch):
     assert set(projects) == {"acme-web", "payments-core", "legacy-erp"}
     assert [s for s, p in projects.items() if not p.memory_setting.enabled] == ["legacy-erp"]
     assert Note.objects.filter(project=projects["legacy-erp"]).exists()
+    for project in projects.values():  # the stored counters, kept by every service it went through
+        stored = MemorySetting.objects.values(*counters.FIELDS).get(project=project)
+        assert stored == counters.recounted(project.pk), project.slug
 
     agents = list(Agent.objects.all())
     assert {a.stage for a in agents} == set(Stage.values)

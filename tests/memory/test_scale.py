@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.models import Count
 
+from memory_portal.memory import counters
 from memory_portal.memory import models as m
 
 
@@ -53,6 +54,9 @@ def test_loads_projects_of_2000_and_is_idempotent():
     assert m.AuditEvent.objects.filter(note_ref__gt="").count() == 3 * 2500
     assert m.Run.objects.count() == 625 and m.ToolCallCount.objects.count() == 2 * 625
     assert m.MemorySetting.objects.filter(enabled=True).count() == 2
+    for setting in m.MemorySetting.objects.all():  # the stored counters match the COPY
+        stored = {f: getattr(setting, f) for f in counters.FIELDS}
+        assert stored == counters.recounted(setting.project_id)
     # the stored rows pass the models' own constraints (the one active identity per place)
     assert (
         m.Note.objects.filter(status="active")

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
+from .. import counters
 from ..access import is_administrator
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -110,7 +111,11 @@ def project_import(
         setting = lock_setting(project)
         _import_rows(project, by_type, new_id, report, vectors=(vectors, provider))
         if sum(report.counts.values()):
-            bump(setting, wrote_note=bool(report.counts.get("note")))
+            bump(
+                setting,
+                wrote_note=bool(report.counts.get("note")),
+                **counters.recounted(project.pk),
+            )
         audit(
             actor=actor,
             action=AuditAction.MEMORY_IMPORT,

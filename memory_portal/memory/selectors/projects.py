@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
+from .. import counters
 from ..access import project_not_found, remember_role, require_member, role_from_membership
 from ..actors import Actor
-from ..models import Membership, MemorySetting, Note, Project, Role, Status, Trust
+from ..models import Membership, MemorySetting, Project, Role
 
 
 def projects_for_user(*, user) -> QuerySet[Project]:
@@ -47,17 +48,9 @@ def setting_get(*, project: Project) -> MemorySetting:
 
 
 def project_counts(*, project: Project) -> dict:
-    rows = Note.objects.filter(project=project).values("trust", "status").annotate(n=Count("id"))
-    by_trust: dict[str, int] = {t: 0 for t in Trust.values}
-    by_status: dict[str, int] = {s: 0 for s in Status.values}
-    total = awaiting = 0
-    for row in rows:
-        by_trust[row["trust"]] += row["n"]
-        by_status[row["status"]] += row["n"]
-        total += row["n"]
-        if row["trust"] == Trust.LEARNED and row["status"] == Status.ACTIVE:
-            awaiting = row["n"]  # awaiting review: learned and active
-    return {"total": total, "by_trust": by_trust, "by_status": by_status, "awaiting": awaiting}
+    """The project's stored, awaiting, by-trust and by-status counts: its stored counters
+    (counters.py), read fresh, never a count of its notes."""
+    return counters.project_counts(setting_get(project=project))
 
 
 @dataclass(frozen=True)
@@ -85,8 +78,10 @@ def project_access(*, actor: Actor, slug: str) -> ProjectAccess:
 
 def projects_overview(*, actor: Actor) -> QuerySet[Project]:
     """The person's projects with their switch, stored notes and notes awaiting review, in one
-    query."""
+    query: the stored counters of each project's setting row, never a count of its notes."""
     return projects_for_user(user=actor.user).annotate(
-        note_total=Count("notes"),
-        awaiting=Count("notes", filter=Q(notes__trust=Trust.LEARNED, notes__status=Status.ACTIVE)),
+        note_total=F("memory_setting__notes_active")
+        + F("memory_setting__notes_archived")
+        + F("memory_setting__notes_forgotten"),
+        awaiting=F(f"memory_setting__{counters.AWAITING_FIELD}"),
     )

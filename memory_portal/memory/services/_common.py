@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from django.db import transaction
 from django.utils import timezone
 
-from .. import fastsql
+from .. import counters, fastsql
 from ..access import project_not_found
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -43,23 +43,31 @@ def lock_setting(project: Project) -> MemorySetting:
             # Deleted while this call was on its way (project_delete holds this lock): refuse
             # cleanly rather than fail on the foreign key.
             raise project_not_found(project.slug)
-        MemorySetting.objects.get_or_create(project_id=project.pk)
+        MemorySetting.objects.get_or_create(
+            project_id=project.pk, defaults=counters.recounted(project.pk)
+        )
         setting = MemorySetting.objects.select_for_update().get(project_id=project.pk)
     project.memory_setting = setting
     return setting
 
 
-def bump(setting: MemorySetting, *, wrote_note: bool = False, **fields) -> None:
-    """Advance the project's memory revision (and any other setting fields) in place."""
+def bump(
+    setting: MemorySetting,
+    *,
+    wrote_note: bool = False,
+    counted: dict[str, int] | None = None,
+    **fields,
+) -> None:
+    """Advance the project's memory revision (and any other setting fields) in place, in one
+    UPDATE. `counted` is the change to the stored note counters (counters.moved), added in
+    the database to the values the locked row holds."""
     setting.revision += 1
-    update = ["revision"]
     if wrote_note:
-        setting.last_write_at = timezone.now()
-        update.append("last_write_at")
+        fields["last_write_at"] = timezone.now()
     for name, value in fields.items():
         setattr(setting, name, value)
-        update.append(name)
-    setting.save(update_fields=update)
+    values = {"revision": setting.revision, **fields, **counters.changes(setting, counted or {})}
+    MemorySetting.objects.filter(pk=setting.pk).update(**values)
 
 
 def save_note_change(
@@ -68,14 +76,17 @@ def save_note_change(
     note: Note,
     fields: tuple[str, ...],
     action: AuditAction,
+    *,
+    was: counters.State | None = None,
     **audit_fields,
 ) -> None:
     """One change to an existing note, recorded: its `fields` saved (with `updated_at`), the
-    project's revision advanced (`setting` is locked) and the action audited (`audit_fields`:
-    details, recovery_id)."""
+    project's revision advanced (`setting` is locked), the stored counters moved when the note
+    left the state `was` (its status and trust before), and the action audited
+    (`audit_fields`: details, recovery_id)."""
     note.updated_at = timezone.now()
     note.save(update_fields=[*fields, "updated_at"])
-    bump(setting)
+    bump(setting, counted=counters.moved(was, note) if was is not None else None)
     audit(actor=actor, action=action, project=note.project, note=note, **audit_fields)
 
 

@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
+from .. import counters, fastsql
 from .. import evidence as evidence_checks
-from .. import fastsql
 from ..access import (
     actor_role,
     check_agent_gate,
@@ -228,10 +228,11 @@ def _insert_locked(
     idempotency and never-resurrect, both caps, then the insert and its audit event. Returns
     the id of an identical live note instead of inserting, when there is one."""
     now = timezone.now()
-    setting = fastsql.lock_and_bump(project.pk, now=now)
+    counted = counters.moved(None, note)  # the new note, counted with the lock's bump
+    setting = fastsql.lock_and_bump(project.pk, now=now, counted=counted)
     if setting is None:  # a project made before its setting row: make the row first
         lock_setting(project)
-        setting = fastsql.lock_and_bump(project.pk, now=now)
+        setting = fastsql.lock_and_bump(project.pk, now=now, counted=counted)
     _check_epoch(setting, epoch)
     check_agent_gate(actor, setting, write=True)
     call = call_to_take()  # the API call that makes this write: its budget and trace row
@@ -256,11 +257,13 @@ def _insert_locked(
     event = audit_event(actor=actor, action=action, project=project, note=note, details=details)
     fastsql.insert_pair(note, event)
     if old is not None:
+        archived = counters.moved(counters.state_of(old), (Status.ARCHIVED, old.trust))
         old.status = Status.ARCHIVED
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now
         old.superseded_by = note
         _save(old, "status", "archive_reason", "archived_at", "superseded_by")
+        counters.apply(setting.id, archived)
     return None
 
 
@@ -585,7 +588,8 @@ def day_append(*, actor: Actor, line: str) -> Note:
             _provenance(actor, row)
             row.save(force_insert=True)
             action = AuditAction.DAY_CREATE
-        bump(setting, wrote_note=True)
+        created = action == AuditAction.DAY_CREATE
+        bump(setting, wrote_note=True, counted=counters.moved(None, row) if created else None)
         audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
         if action == AuditAction.DAY_CREATE:
             routine_ensure(actor=actor, agent=agent)  # the day log feeds the daily review too
@@ -649,7 +653,7 @@ def _set_trust(
         previous = note.trust
         note.trust = trust
         _save(note, "trust")
-        bump(setting)
+        bump(setting, counted=counters.moved((note.status, previous), note))
         audit(
             actor=actor,
             action=action,
@@ -686,11 +690,12 @@ def note_archive(
             raise invalid("id", f"{note.pk} is forgotten; restore it first.")
         if note.status == Status.ARCHIVED:
             return note
+        before = counters.state_of(note)
         note.status = Status.ARCHIVED
         note.archive_reason = text
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(actor=actor, action=AuditAction.NOTE_ARCHIVE, project=note.project, note=note)
     return note
 
@@ -715,12 +720,13 @@ def _unarchive(*, actor: Actor, note_id: str, action: AuditAction, project: Proj
             )
         _check_unique_live(note)
         was_vetoed = note.is_vetoed
+        before = counters.state_of(note)
         note.status = Status.ACTIVE
         note.archive_reason = ""
         note.archived_at = None
         note.vetoed_by = None
         _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(
             actor=actor,
             action=action,
@@ -763,12 +769,13 @@ def note_veto(*, actor: Actor, note_id: str, project: Project | None = None) -> 
             raise invalid(
                 "id", f"{note.pk} is not live ({note.status}); only live notes are vetoed."
             )
+        before = counters.state_of(note)
         note.status = Status.ARCHIVED
         note.archive_reason = REASON_VETOED
         note.archived_at = timezone.now()
         note.vetoed_by = actor.user
         _save(note, "status", "archive_reason", "archived_at", "vetoed_by")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(actor=actor, action=AuditAction.NOTE_VETO, project=note.project, note=note)
     return note
 
@@ -808,9 +815,10 @@ def note_forget(*, actor: Actor, note_id: str, project: Project | None = None) -
         else:
             recovery.forgotten_by_user = actor.user
         recovery.save(force_insert=True)
+        before = counters.state_of(note)
         note.status = Status.FORGOTTEN
         _save(note, "status")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(
             actor=actor,
             action=AuditAction.NOTE_FORGET,
@@ -853,10 +861,11 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
         )
         if recovery.previous_status == Status.ACTIVE:
             _check_unique_live(note)
+        before = counters.state_of(note)
         note.status = recovery.previous_status
         _save(note, "status")
         recovery.delete()
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(
             actor=actor,
             action=AuditAction.NOTE_RESTORE,
@@ -954,13 +963,20 @@ def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
                 "memory_trust_locked", f"{old.pk} is {old.trust}; only a manager retires it."
             )
         now = timezone.now()
+        before = counters.state_of(old)
         old.status = Status.ARCHIVED
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now
         old.superseded_by = keeper
         fields = ("status", "archive_reason", "archived_at", "superseded_by")
         save_note_change(
-            actor, setting, old, fields, AuditAction.NOTE_MERGE, details={"into": keeper.pk}
+            actor,
+            setting,
+            old,
+            fields,
+            AuditAction.NOTE_MERGE,
+            was=before,
+            details={"into": keeper.pk},
         )
     return old
 
@@ -1003,10 +1019,11 @@ def note_expire(*, actor: Actor, note_id: str, now: datetime | None = None) -> N
             return note
         if not is_expired(note.expires_at, now):
             raise invalid("id", f"{note.pk} has not expired.")
+        before = counters.state_of(note)
         note.status = Status.ARCHIVED
         note.archive_reason = REASON_EXPIRED
         note.archived_at = timezone.now()
         _save(note, "status", "archive_reason", "archived_at")
-        bump(setting)
+        bump(setting, counted=counters.moved(before, note))
         audit(actor=actor, action=AuditAction.NOTE_EXPIRE, project=note.project, note=note)
     return note

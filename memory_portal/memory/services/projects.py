@@ -7,8 +7,8 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from .. import counters, fastsql
 from .. import evidence as evidence_checks
-from .. import fastsql
 from ..access import (
     application_not_found,
     is_administrator,
@@ -205,7 +205,11 @@ def application_delete(*, actor: Actor | None, application: Application, confirm
         }
         # Agents' views change, and writes checked against the application (its scope, its
         # repository links) while it still existed must not land: revoke them.
-        bump(setting, revocation_epoch=setting.revocation_epoch + 1)
+        bump(
+            setting,
+            revocation_epoch=setting.revocation_epoch + 1,
+            **counters.recounted(project.pk),
+        )
         audit(
             actor=actor,
             action=AuditAction.APPLICATION_DELETE,

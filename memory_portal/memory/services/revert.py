@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import Q
 
+from .. import counters
 from ..access import require_manager, require_person
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -262,13 +263,15 @@ def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
         "superseded_by": note.superseded_by_id,
         "archived_at": note.archived_at.isoformat() if note.archived_at else None,
     }
+    before = counters.state_of(note)
     note.status = Status.ACTIVE
     note.archive_reason = ""
     note.archived_at = None
     note.superseded_by = None
     fields = ("status", "archive_reason", "archived_at", "superseded_by")
     details = {"was": "superseded", "superseded_by": item["superseded_by"]}
-    save_note_change(actor, setting, note, fields, AuditAction.NOTE_UNARCHIVE, details=details)
+    unarchive = AuditAction.NOTE_UNARCHIVE
+    save_note_change(actor, setting, note, fields, unarchive, was=before, details=details)
     return item
 
 

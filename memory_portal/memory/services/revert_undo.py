@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from .. import counters
 from ..access import require_manager, require_person
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -47,13 +48,17 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
             created_at=parse_datetime(item["created_at"]),
             **{name: item[name] for name in RECOVERY_KEPT},
         )
+        was = counters.state_of(note)
         note.status = Status.FORGOTTEN
-        forget = AuditAction.NOTE_FORGET
-        save_note_change(actor, setting, note, ("status",), forget, recovery_id=item["recovery"])
+        forget, recovery_id = AuditAction.NOTE_FORGET, item["recovery"]
+        save_note_change(
+            actor, setting, note, ("status",), forget, was=was, recovery_id=recovery_id
+        )
         return None
     if note.status != Status.ACTIVE:
         return "changed_since"
     archived_at = parse_datetime(item["archived_at"]) if item["archived_at"] else timezone.now()
+    was = counters.state_of(note)
     note.status = Status.ARCHIVED
     note.archived_at = archived_at
     if action == "unsupersede":
@@ -68,7 +73,9 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
         note.archive_reason = item["reason"]
         fields = ("status", "archive_reason", "archived_at")
     details = {"reason": note.archive_reason}
-    save_note_change(actor, setting, note, fields, AuditAction.NOTE_ARCHIVE, details=details)
+    save_note_change(
+        actor, setting, note, fields, AuditAction.NOTE_ARCHIVE, was=was, details=details
+    )
     return None
 
 

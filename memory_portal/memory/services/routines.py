@@ -9,35 +9,42 @@ use."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 import numpy as np
 from django.db import IntegrityError, transaction
+from django.db.models import Case, Q, Value, When
 from django.tasks import TaskResultStatus, task
 from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
+from .. import counters, fastsql
 from ..access import check_agent_gate, require_member, require_person
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
 from ..models import (
+    REASON_EXPIRED,
+    REASON_SUPERSEDED,
     Agent,
+    ApiToken,
+    AuditEvent,
     Kind,
     Note,
     ReviewRoutine,
     ReviewRun,
+    Run,
     RunStatus,
     Scope,
     Status,
     Trust,
-    expired_q,
+    is_expired,
 )
-from ..selectors import NOT_RECALLED, not_recalled_q, setting_get
+from ..selectors import NOT_RECALLED
 from ..validation import content_key_text
-from ._common import audit
-from .notes import fact_save, note_expire, note_merge, note_renew
-from .runs import run_create, run_update
+from ._common import audit, audit_event, bump, lock_setting
+from .notes import fact_save
 from .schedule import next_due
 
 RENEW_FOR = timedelta(days=90)
@@ -181,15 +188,20 @@ def _already_running(routine: ReviewRoutine, agent: Agent, now: datetime) -> Mem
     )
 
 
-def _claim(routine: ReviewRoutine, day: date, trigger: str, now: datetime) -> ReviewRun | None:
+def _claim(
+    routine: ReviewRoutine, day: date, trigger: str, now: datetime, *, start_run: bool = False
+) -> ReviewRun | None:
     """Record the run before doing anything, one run at a time per routine: under the
     routine's row lock (SQLite: the IMMEDIATE transaction), a review still running means this
     one does not start. A scheduled run is also unique per routine and day, so a second copy
     of the cron command (or a retry) finds the claim taken and stops; one that found a manual
     run in progress stays due and runs at the next cron call (a queued one, whose routine
-    moved on when it was queued, makes it due again unless the day was claimed already)."""
+    moved on when it was queued, makes it due again unless the day was claimed already).
+    `start_run` starts the review's run (`review.run`) in the same transaction."""
     try:
         with transaction.atomic():
+            # Two statements: under READ COMMITTED, a check in the locking statement itself
+            # would not see the run that the transaction it waited for committed.
             ReviewRoutine.objects.select_for_update().filter(pk=routine.pk).exists()
             if _running(routine, now).exists():
                 if trigger == "schedule" and not _scheduled(routine, day).exists():
@@ -202,9 +214,68 @@ def _claim(routine: ReviewRoutine, day: date, trigger: str, now: datetime) -> Re
             )
             if trigger == "schedule":
                 ReviewRoutine.objects.filter(pk=routine.pk).update(next_run_at=next_due(now))
+            if start_run:
+                review.run = _start_run(routine.agent)
     except IntegrityError:
         return None
     return review
+
+
+def _start_run(agent: Agent) -> Run:
+    """The review's own run of the agent, audited `run.create` like any run (one round trip on
+    PostgreSQL)."""
+    run = Run(
+        agent=agent,
+        project=agent.project,
+        application_id=agent.application_id,
+        task_key=REVIEW_TASK_KEY,
+    )
+    run.top_level_run_id = run.pk
+    event = audit_event(
+        actor=None, action=AuditAction.RUN_CREATE, project=agent.project, target=run.pk
+    )
+    fastsql.insert_pair(run, event)
+    return run
+
+
+@dataclass
+class _Review:
+    """One review's working set, read in one query: the agent's active facts that are not
+    rejected (live or expired) and the day log rows of the day before, oldest first. The steps
+    plan their changes on it; they are applied together under one lock."""
+
+    facts: list[Note]
+    day_rows: list[Note]
+    now: datetime
+    merges: list[tuple[Note, Note]] = field(default_factory=list)  # (duplicate, keeper)
+    renew: list[Note] = field(default_factory=list)
+    expire: list[Note] = field(default_factory=list)
+    lifted: list[Note] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, agent: Agent, day: date, now: datetime) -> _Review:
+        rows = list(
+            Note.objects.filter(owner_agent=agent, status=Status.ACTIVE)
+            .filter(
+                Q(scope=Scope.AGENT, kind=Kind.FACT) & ~Q(trust=Trust.REJECTED)
+                | Q(kind=Kind.DAY, day=day - timedelta(days=1))
+            )
+            .order_by("created_at", "id")
+        )
+        facts = [n for n in rows if n.kind == Kind.FACT]
+        return cls(facts, [n for n in rows if n.kind == Kind.DAY], now)
+
+    def live(self) -> list[Note]:
+        """The live facts as the changes planned (and lifts made) so far leave them."""
+        gone = {d.pk for d, _ in self.merges} | {n.pk for n in self.expire}
+        renewed = {n.pk for n in self.renew}
+        facts = [n for n in self.facts if n.pk not in gone] + self.lifted
+        facts = [n for n in facts if n.pk in renewed or not is_expired(n.expires_at, self.now)]
+        return sorted(facts, key=lambda n: (n.created_at, n.pk))
+
+    @property
+    def changes(self) -> int:
+        return len(self.merges) + len(self.renew) + len(self.expire)
 
 
 def routine_execute(
@@ -215,24 +286,32 @@ def routine_execute(
     now: datetime | None = None,
     review_id: int | None = None,
 ) -> ReviewRun | None:
-    """Run the four steps for one routine and day: the run `review_id` claimed already (a
-    manual run), or a new claim. Returns None when there is nothing to do (deleted, paused for
-    a scheduled run, the day already claimed, or a review of the routine still running)."""
+    """Run the steps for one routine and day: the run `review_id` claimed already (a manual
+    run), or a new claim. Returns None when there is nothing to do (deleted, paused for a
+    scheduled run, the day already claimed, or a review of the routine still running).
+
+    Its cost does not grow with the agent's facts (docs/PERFORMANCE.md, "The daily review"):
+    one read of the working set, the merges, renewals and expiries applied together under one
+    lock of the project, each lifted line a write of its own, and the end recorded with the
+    run's status under that same lock when nothing was lifted."""
     now = now or timezone.now()
-    routine = ReviewRoutine.objects.select_related("agent__project").get(pk=routine_id)
+    related = "agent__project__memory_setting"
     if review_id is not None:
-        review = ReviewRun.objects.select_related("routine__agent__project").get(pk=review_id)
+        review = ReviewRun.objects.select_related(f"routine__{related}").get(pk=review_id)
         if review.status != RunStatus.RUNNING:
             return review  # a retried task: the claimed run has finished already
+        routine = review.routine
+        with transaction.atomic():
+            review.run = _start_run(routine.agent)
     else:
+        routine = ReviewRoutine.objects.select_related(related).get(pk=routine_id)
         if routine.deleted_at is not None or (trigger == "schedule" and routine.paused):
             return None
-        review = _claim(routine, day, trigger, now)
+        review = _claim(routine, day, trigger, now, start_run=True)
         if review is None:
             return None
     agent = routine.agent
-    run = run_create(actor=None, agent=agent, task_key=REVIEW_TASK_KEY)
-    actor = Actor.agent_run(run)
+    actor = Actor.agent_run(review.run)
     counts = {
         "merged": 0,
         "renewed": 0,
@@ -244,77 +323,170 @@ def routine_execute(
         "near_duplicates": 0,
     }
     status = RunStatus.SUCCEEDED
+    work = None
     try:
-        check_agent_gate(actor, setting_get(project=agent.project), write=True)
-        counts["merged"] = _merge_duplicates(actor, agent, now)
-        counts["renewed"], counts["expired"] = _handle_expired(actor, agent, now)
-        counts["lifted"], counts["lift_skipped"], counts["lift_full"] = _lift_day_log(
-            actor, agent, day
-        )
-        flagged = _flag_unrecalled(agent, now)
+        check_agent_gate(actor, agent.project.memory_setting, write=True)
+        work = _Review.read(agent, day, now)
+        _merge_duplicates(work)
+        _handle_expired(work)
+        lines = [text for text in map(liftable, _day_lines(work)) if text is not None]
+        if lines:
+            if work.changes:
+                with transaction.atomic():
+                    _apply(actor, work, lock_setting(agent.project))
+            counts["lifted"], counts["lift_skipped"], counts["lift_full"] = _lift(
+                actor, work, lines
+            )
+        counts["merged"], counts["renewed"] = len(work.merges), len(work.renew)
+        counts["expired"] = len(work.expire)
+        flagged = _flag_unrecalled(work)
         counts["flagged"] = len(flagged)
         counts["flagged_ids"] = flagged[:FLAGGED_IDS_KEPT]
-        pairs = near_duplicates(agent, now)
+        pairs = _near_duplicates(work.live())
         counts["near_duplicates"] = len(pairs)
         counts["near_duplicate_pairs"] = pairs[:NEAR_DUPLICATE_PAIRS_KEPT]
+        if lines:
+            work = None  # applied before the lifts
     except MemoryPortalError as exc:
         status = RunStatus.FAILED
         review.error_code = exc.code
+        work = None
     except Exception:
         # Record the failure before the task reports it, so no run is left "running".
-        _finish(
-            review=review,
-            run=run,
-            actor=actor,
-            counts=counts,
-            status=RunStatus.FAILED,
-            error_code="internal_error",
-            now=now,
-        )
+        review.error_code = "internal_error"
+        _finish(review=review, actor=actor, counts=counts, status=RunStatus.FAILED, now=now)
         raise
-    return _finish(
-        review=review,
-        run=run,
-        actor=actor,
-        counts=counts,
-        status=status,
-        error_code=review.error_code,
-        now=now,
+    try:
+        return _finish(review=review, actor=actor, counts=counts, status=status, now=now, work=work)
+    except MemoryPortalError as exc:  # the changes were refused under the lock: none is made
+        review.error_code = exc.code
+        counts.update(merged=0, renewed=0, expired=0)
+        return _finish(review=review, actor=actor, counts=counts, status=RunStatus.FAILED, now=now)
+
+
+def _apply(actor: Actor, work: _Review, setting) -> list[AuditEvent]:
+    """Make the merges, renewals and expiries `work` planned, under the project's lock that
+    the caller holds: each note is read again under it, and one that changed since the read is
+    left alone (and not counted). Returns their audit events, unsaved."""
+    check_agent_gate(actor, setting, write=True)
+    planned = {n.pk for d, k in work.merges for n in (d, k)}
+    planned |= {n.pk for n in work.renew + work.expire}
+    if not planned:
+        return []
+    current = {
+        pk: (expires_at, trust)
+        for pk, expires_at, trust in Note.objects.select_for_update()
+        .filter(pk__in=planned, status=Status.ACTIVE)
+        .values_list("pk", "expires_at", "trust")
+    }
+    now = work.now
+    for note in [n for pair in work.merges for n in pair] + work.renew + work.expire:
+        if note.pk in current:  # counted as it is now (a manager may have approved it since)
+            note.trust = current[note.pk][1]
+    work.merges = [
+        (d, k)
+        for d, k in work.merges
+        if d.pk in current and k.pk in current and d.trust == Trust.LEARNED
+    ]
+    work.renew = [n for n in work.renew if n.pk in current]
+    work.expire = [n for n in work.expire if n.pk in current and is_expired(current[n.pk][0], now)]
+    stamp = timezone.now()
+    renewed_until = now + RENEW_FOR
+    events = []
+    project = actor.run.project
+    for duplicate, keeper in work.merges:
+        details = {"into": keeper.pk}
+        events.append(_event(actor, AuditAction.NOTE_MERGE, project, duplicate, details))
+    for note in work.renew:
+        previous = note.expires_at.isoformat() if note.expires_at else None
+        details = {"from": previous, "to": renewed_until.isoformat()}
+        events.append(_event(actor, AuditAction.NOTE_RENEW, project, note, details))
+        note.expires_at = renewed_until
+    for note in work.expire:
+        events.append(_event(actor, AuditAction.NOTE_EXPIRE, project, note, None))
+    if work.merges:
+        Note.objects.filter(pk__in=[d.pk for d, _ in work.merges]).update(
+            status=Status.ARCHIVED,
+            archive_reason=REASON_SUPERSEDED,
+            archived_at=stamp,
+            superseded_by_id=Case(*(When(pk=d.pk, then=Value(k.pk)) for d, k in work.merges)),
+            updated_at=stamp,
+        )
+    if work.renew:
+        Note.objects.filter(pk__in=[n.pk for n in work.renew]).update(
+            expires_at=renewed_until, updated_at=stamp
+        )
+    if work.expire:
+        Note.objects.filter(pk__in=[n.pk for n in work.expire]).update(
+            status=Status.ARCHIVED,
+            archive_reason=REASON_EXPIRED,
+            archived_at=stamp,
+            updated_at=stamp,
+        )
+    retired = [d for d, _ in work.merges] + work.expire
+    counted = counters.combined(
+        *(counters.moved(counters.state_of(n), (Status.ARCHIVED, n.trust)) for n in retired)
     )
+    if work.changes:
+        bump(setting, counted=counted)
+    AuditEvent.objects.bulk_create(events)
+    return events
+
+
+def _event(actor, action, project, note, details) -> AuditEvent:
+    return audit_event(actor=actor, action=action, project=project, note=note, details=details)
 
 
 def _finish(
-    *, review: ReviewRun, run, actor: Actor, counts: dict, status: str, error_code: str, now
+    *,
+    review: ReviewRun,
+    actor: Actor,
+    counts: dict,
+    status: str,
+    now: datetime,
+    work: _Review | None = None,
 ) -> ReviewRun:
-    """Record how a review run ended: its run's status, its counts, and the audit event."""
+    """Record how a review run ended, in one transaction under the project's lock: the
+    changes `work` still holds (when nothing was lifted), its run's status (its tokens
+    revoked, as every finished run's are), its counts, and the audit events."""
     routine = review.routine
-    trigger, day = review.trigger, review.day
     agent = routine.agent
-    review.error_code = error_code or ""
-    run_update(actor=None, run=run, status=status)
-    review.status = status
-    review.counts = counts
-    review.run_ref = run.pk
-    review.finished_at = timezone.now()
-    review.save(update_fields=["status", "counts", "run_ref", "finished_at", "error_code"])
-    ReviewRoutine.objects.filter(pk=routine.pk).update(last_run_at=now)
-    summary = {k: v for k, v in counts.items() if not isinstance(v, list)}
-    audit(
-        actor=actor,
-        action=AuditAction.ROUTINE_RUN,
-        project=agent.project,
-        target=agent.pk,
-        details={"trigger": trigger, "day": day.isoformat(), "status": status, **summary},
-    )
+    run = review.run
+    with transaction.atomic():
+        setting = lock_setting(agent.project)
+        if work is not None:
+            _apply(actor, work, setting)
+            counts["merged"], counts["renewed"] = len(work.merges), len(work.renew)
+            counts["expired"] = len(work.expire)
+        finished = timezone.now()
+        revoked = ApiToken.objects.filter(run_id=run.pk, revoked_at__isnull=True).update(
+            revoked_at=finished
+        )
+        Run.objects.filter(pk=run.pk).update(status=status, finished_at=finished)
+        run.status, run.finished_at = status, finished
+        bump(setting)  # producer status is visible on every note the run wrote
+        review.status = status
+        review.counts = counts
+        review.run_ref = run.pk
+        review.finished_at = finished
+        review.save(update_fields=["status", "counts", "run_ref", "finished_at", "error_code"])
+        ReviewRoutine.objects.filter(pk=routine.pk).update(last_run_at=now)
+        summary = {k: v for k, v in counts.items() if not isinstance(v, list)}
+        details = {"trigger": review.trigger, "day": review.day.isoformat(), "status": status}
+        run_status = {"status": status, "tokens_revoked": revoked}
+        AuditEvent.objects.bulk_create(
+            [
+                _event(None, AuditAction.RUN_STATUS, agent.project, None, run_status),
+                audit_event(
+                    actor=actor,
+                    action=AuditAction.ROUTINE_RUN,
+                    project=agent.project,
+                    target=agent.pk,
+                    details={**details, **summary},
+                ),
+            ]
+        )
     return review
-
-
-def _live_facts(agent: Agent, now: datetime):
-    return (
-        Note.objects.live(now)
-        .filter(owner_agent=agent, scope=Scope.AGENT, kind=Kind.FACT)
-        .order_by("created_at", "id")
-    )
 
 
 def normalized(text: str) -> str:
@@ -323,13 +495,12 @@ def normalized(text: str) -> str:
     return content_key_text(text).rstrip(".!;:, ")
 
 
-def _merge_duplicates(actor: Actor, agent: Agent, now: datetime) -> int:
+def _merge_duplicates(work: _Review) -> None:
     """Step 1: of live facts with the same normalized text, the newest stays and the others
     are superseded by it."""
     groups: dict[str, list[Note]] = {}
-    for note in _live_facts(agent, now):
+    for note in work.live():
         groups.setdefault(normalized(note.content), []).append(note)
-    merged = 0
     for notes in groups.values():
         if len(notes) < 2:
             continue
@@ -337,43 +508,28 @@ def _merge_duplicates(actor: Actor, agent: Agent, now: datetime) -> int:
         # the routine acts for the agent and never retires a person's decision.
         decided = [n for n in notes if n.trust != Trust.LEARNED]
         keeper = (decided or notes)[-1]
-        for duplicate in notes:
-            if duplicate is keeper or duplicate.trust != Trust.LEARNED:
-                continue
-            note_merge(actor=actor, note_id=duplicate.pk, into_id=keeper.pk)
-            merged += 1
-    return merged
+        work.merges += [
+            (duplicate, keeper)
+            for duplicate in notes
+            if duplicate is not keeper and duplicate.trust == Trust.LEARNED
+        ]
 
 
-def _handle_expired(actor: Actor, agent: Agent, now: datetime) -> tuple[int, int]:
+def _handle_expired(work: _Review) -> None:
     """Step 2: expired facts recalled in the last 30 days get 90 more days; the rest are
     archived with reason `expired`."""
-    expired = (
-        Note.objects.filter(
-            expired_q(now),
-            owner_agent=agent,
-            scope=Scope.AGENT,
-            kind=Kind.FACT,
-            status=Status.ACTIVE,
-        )
-        .exclude(trust=Trust.REJECTED)
-        .order_by("created_at", "id")
-    )
-    renewed = archived = 0
-    for note in expired:
-        if note.last_recalled_at and note.last_recalled_at >= now - NOT_RECALLED:
-            note_renew(actor=actor, note_id=note.pk, expires_at=now + RENEW_FOR)
-            renewed += 1
+    for note in work.facts:
+        if not is_expired(note.expires_at, work.now):
+            continue
+        if note.last_recalled_at and note.last_recalled_at >= work.now - NOT_RECALLED:
+            work.renew.append(note)
         else:
-            note_expire(actor=actor, note_id=note.pk, now=now)
-            archived += 1
-    return renewed, archived
+            work.expire.append(note)
 
 
-def day_log_lines(agent: Agent, day: date) -> list[tuple[Note, str]]:
-    """The lines of an agent's live day log of one date, oldest first."""
-    rows = Note.objects.filter(owner_agent=agent, kind=Kind.DAY, day=day, status=Status.ACTIVE)
-    return [(row, line) for row in rows.order_by("created_at") for line in row.lines]
+def _day_lines(work: _Review) -> list[str]:
+    """The lines of the agent's live day log of the day before, oldest first."""
+    return [line for row in work.day_rows for line in row.lines]
 
 
 def liftable(line: str) -> str | None:
@@ -382,17 +538,14 @@ def liftable(line: str) -> str | None:
     return match.group("text").strip() if match else None
 
 
-def _lift_day_log(actor: Actor, agent: Agent, day: date) -> tuple[int, int, int]:
+def _lift(actor: Actor, work: _Review, texts: list[str]) -> tuple[int, int, int]:
     """Step 3: lines of yesterday's day log that start with `fact:` / `learned:` become
     facts. Identical facts stay one; forgotten, vetoed or secret-looking ones are skipped.
     A full project (or the run's note quota) does not fail the review: what fits is lifted,
     the rest is counted (`lift_full`) and stays in the day log, where the review queue offers
     it to lift by hand once there is room. Returns (lifted, skipped, left for lack of room)."""
     lifted = skipped = full = 0
-    for _row, line in day_log_lines(agent, day - timedelta(days=1)):
-        text = liftable(line)
-        if text is None:
-            continue
+    for text in texts:
         if full:  # no room since an earlier line: count the rest without trying them
             full += 1
             continue
@@ -406,31 +559,34 @@ def _lift_day_log(actor: Actor, agent: Agent, day: date) -> tuple[int, int, int]
                 raise
             skipped += 1
             continue
-        lifted += int(result.created)
+        if result.created:
+            lifted += 1
+            work.lifted.append(result.note)
     return lifted, skipped, full
 
 
-def _flag_unrecalled(agent: Agent, now: datetime) -> list[str]:
+def _flag_unrecalled(work: _Review) -> list[str]:
     """Step 4: facts not recalled in 30 days go to the review queue (the queue reads the same
-    rule; the run records which ones it saw)."""
-    return list(_live_facts(agent, now).filter(not_recalled_q(now)).values_list("id", flat=True))
+    rule, selectors.not_recalled_q; the run records which ones it saw)."""
+    cutoff = work.now - NOT_RECALLED
+    return [n.pk for n in work.live() if (n.last_recalled_at or n.created_at) < cutoff]
 
 
-def near_duplicates(agent: Agent, now: datetime) -> list[list]:
-    """Step 5: pairs of the agent's live facts whose stored vectors (of the configured
-    provider) are at least NEAR_DUPLICATE_COSINE apart, closest first, as [older id, newer
-    id, cosine]. Reported in the run's counts and the review queue; nothing is changed."""
+def _near_duplicates(facts: list[Note]) -> list[list]:
+    """Step 5: pairs of the live facts whose stored vectors (of the configured provider) are
+    at least NEAR_DUPLICATE_COSINE apart, closest first, as [older id, newer id, cosine].
+    Reported in the run's counts and the review queue; nothing is changed."""
     from ..embeddings import decode_many
     from .vectors import current_provider
 
     embedder = current_provider()
     if embedder is None:
         return []
-    rows = list(
-        _live_facts(agent, now)
-        .filter(embedding__isnull=False, embedding_model=embedder.name)
-        .values_list("id", "embedding")
-    )
+    rows = [
+        (n.pk, n.embedding)
+        for n in facts
+        if n.embedding is not None and n.embedding_model == embedder.name
+    ]
     if len(rows) < 2:
         return []
     vectors = decode_many([blob for _, blob in rows])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from .. import counters
 from ..access import require_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -68,6 +69,7 @@ def memory_reset(*, actor: Actor | None, project: Project) -> dict[str, int]:
             revocation_epoch=setting.revocation_epoch + 1,
             changed_by=_who(actor),
             changed_at=timezone.now(),
+            **counters.tally([]),
         )
         counts = {"notes": notes, "recoveries": recoveries, "scratchpad_items": items}
         audit(actor=actor, action=AuditAction.MEMORY_RESET, project=project, details=counts)

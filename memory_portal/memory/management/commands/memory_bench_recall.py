@@ -27,7 +27,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from memory_portal.memory import embeddings, services
+from memory_portal.memory import counters, embeddings, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import MemorySetting, Note, Stage
 from memory_portal.memory.recall import facts as recall_facts
@@ -123,6 +123,7 @@ class Command(BaseCommand):
             note.embedding_model = originals[i % len(texts)].embedding_model
         self.embed_ms = (time.perf_counter() - started) * 1000
         Note.objects.bulk_create(notes, batch_size=500)
+        counters.refresh(project.pk)
 
     def _measure(self, actor: Actor, queries: list[str], n: int, repeat: int) -> None:
         lexical._fact_terms.cache_clear()

@@ -32,7 +32,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory_portal.dashboard.tables import keyset_cursor
-from memory_portal.memory import benchserver, services
+from memory_portal.memory import benchserver, counters, services
 from memory_portal.memory.models import Agent, Note, Project
 from memory_portal.memory.scale import SLUG_PREFIX, load_scale
 from memory_portal.memory.scale_floors import FLOORS
@@ -144,6 +144,7 @@ class Command(BaseCommand):
                 for i in range(RECALL_FACTS)
             ]
             Note.objects.bulk_create(notes, batch_size=500)
+            counters.refresh(project.pk)
         return Agent.objects.get(project=project)
 
     def _token(self, agent: Agent) -> str:

@@ -1,0 +1,135 @@
+"""The project's stored note counters (issue "Fast at a million notes"): kept on the project's
+setting row, changed by every service that stores, deletes or moves a note between statuses or
+trust levels, in its transaction and under the setting-row lock it takes. The projects list and
+the project header read them instead of counting notes.
+
+A note counts once by status (`notes_active`, `notes_archived`, `notes_forgotten`), once by
+trust (`notes_learned`, `notes_reviewed`, `notes_rejected`), and in `notes_awaiting` while it is
+learned and active (awaiting a manager's review). Stored notes are the three statuses summed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from django.db import connection
+from django.db.models import Count, F
+
+from .models import MemorySetting, Note, Status, Trust
+
+STATUS_FIELDS = {
+    Status.ACTIVE.value: "notes_active",
+    Status.ARCHIVED.value: "notes_archived",
+    Status.FORGOTTEN.value: "notes_forgotten",
+}
+TRUST_FIELDS = {
+    Trust.LEARNED.value: "notes_learned",
+    Trust.REVIEWED.value: "notes_reviewed",
+    Trust.REJECTED.value: "notes_rejected",
+}
+AWAITING_FIELD = "notes_awaiting"
+FIELDS = (*STATUS_FIELDS.values(), *TRUST_FIELDS.values(), AWAITING_FIELD)
+# A new note from a write, a save or a day log: learned and active.
+NEW = (Status.ACTIVE.value, Trust.LEARNED.value)
+
+State = tuple[str, str]  # (status, trust)
+
+
+def _fields(state: State) -> list[str]:
+    status, trust = state
+    fields = [STATUS_FIELDS[status], TRUST_FIELDS[trust]]
+    if state == NEW:
+        fields.append(AWAITING_FIELD)
+    return fields
+
+
+def state_of(note: Note) -> State:
+    return (note.status, note.trust)
+
+
+def moved(before: State | None, after: State | Note | None, n: int = 1) -> dict[str, int]:
+    """The counter changes of `n` notes going from `before` to `after` (a (status, trust)
+    pair, or the note as it is now); None on either side is "not stored" (an insert, a
+    delete). Unchanged counters are left out."""
+    if isinstance(after, Note):
+        after = state_of(after)
+    change: Counter[str] = Counter()
+    for field in _fields(before) if before is not None else ():
+        change[field] -= n
+    for field in _fields(after) if after is not None else ():
+        change[field] += n
+    return {field: d for field, d in change.items() if d}
+
+
+def combined(*changes: dict[str, int]) -> dict[str, int]:
+    """Several counter changes as one."""
+    total: Counter[str] = Counter()
+    for change in changes:
+        total.update(change)
+    return {field: d for field, d in total.items() if d}
+
+
+def tally(states: Iterable[State]) -> dict[str, int]:
+    """Every counter, as absolute values, for notes in the given states."""
+    values = dict.fromkeys(FIELDS, 0)
+    for state in states:
+        for field in _fields(state):
+            values[field] += 1
+    return values
+
+
+def recounted(project_id: int) -> dict[str, int]:
+    """Every counter, counted afresh from the project's notes (one grouped query; a project
+    stores at most its cap). Under the lock, the exact values to store."""
+    rows = (
+        Note.objects.filter(project_id=project_id)
+        .order_by()
+        .values_list("status", "trust")
+        .annotate(n=Count("pk"))
+    )
+    values = dict.fromkeys(FIELDS, 0)
+    for status, trust, n in rows:
+        for field in _fields((status, trust)):
+            values[field] += n
+    return values
+
+
+def refresh(project_id: int) -> None:
+    """Store a fresh count, for a loader that inserted notes in bulk outside the services
+    (the benchmark commands)."""
+    MemorySetting.objects.filter(project_id=project_id).update(**recounted(project_id))
+
+
+def changes(setting: MemorySetting, change: dict[str, int]) -> dict:
+    """`change` as the UPDATE's values (each counter plus its change, in the database) and
+    in place on `setting`, so a caller holding the row sees the state it leaves."""
+    for field, d in change.items():
+        setattr(setting, field, getattr(setting, field) + d)
+    return {field: F(field) + d for field, d in change.items()}
+
+
+def apply(setting_id: int, change: dict[str, int]) -> None:
+    """Add `change` to the counters of a setting row the caller has locked (one statement), for
+    a service that does not otherwise update the row through `bump`."""
+    if not change:
+        return
+    qn = connection.ops.quote_name
+    sets = ", ".join(f"{qn(field)} = {qn(field)} + %s" for field in change)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {qn(MemorySetting._meta.db_table)} SET {sets} WHERE id = %s",
+            [*change.values(), setting_id],
+        )
+
+
+def project_counts(setting: MemorySetting) -> dict:
+    """The counts the project header shows, from the stored counters."""
+    by_status = {status: getattr(setting, field) for status, field in STATUS_FIELDS.items()}
+    by_trust = {trust: getattr(setting, field) for trust, field in TRUST_FIELDS.items()}
+    return {
+        "total": sum(by_status.values()),
+        "by_trust": by_trust,
+        "by_status": by_status,
+        "awaiting": getattr(setting, AWAITING_FIELD),
+    }

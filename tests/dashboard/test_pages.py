@@ -426,3 +426,29 @@ def test_audit_log_pages(world, manager_client):
     # a cursor that does not parse is the first page, never a 500
     assert manager_client.get(url + "?before=x.y&after=").status_code == 200
     assert AuditEvent.objects.count() > 60
+
+
+def test_projects_are_listed_a_page_at_a_time_without_counting(
+    make_user, client, settings, monkeypatch, django_assert_max_num_queries
+):
+    """A superuser of a large deployment sees every project: the list is paged (one row more
+    than a page is read to know whether another follows), and a page past the end says so."""
+    from memory_portal.dashboard.views import pages
+    from tests.conftest import build_world
+
+    monkeypatch.setattr(pages, "PROJECTS_PER_PAGE", 2)
+    client.force_login(make_user("root", superuser=True))
+    for i in range(5):
+        build_world(make_user, slug=f"paged-{i}")
+    url = reverse("dashboard:projects")
+    with django_assert_max_num_queries(4) as captured:
+        first = client.get(url).content.decode()
+    assert not any("COUNT(" in q["sql"].upper() for q in captured.captured_queries)
+    assert first.count("project-card") == 2 and "paged-0" in first and "paged-2" not in first
+    assert 'rel="next"' in first and 'rel="prev"' not in first
+    last = client.get(url, {"page": 3}).content.decode()
+    assert last.count("project-card") == 1 and "paged-4" in last
+    assert 'rel="prev"' in last and 'rel="next"' not in last
+    beyond = client.get(url, {"page": 9}).content.decode()
+    assert "No more projects" in beyond and "project-card" not in beyond
+    assert client.get(url, {"page": "x"}).status_code == 200

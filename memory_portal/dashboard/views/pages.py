@@ -25,13 +25,30 @@ from .base import (
     render_page,
 )
 
+PROJECTS_PER_PAGE = 48
+
 
 @require_GET
 @person_view
 def projects(request):
-    rows = selectors.projects_overview(actor=actor_of(request))
-    cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
-    return render(request, "dashboard/projects.html", {"rows": rows, "cap": cap})
+    """The person's projects, PROJECTS_PER_PAGE cards a page. A page reads one more row than
+    it shows to know whether another follows, so nothing counts (a superuser of a large
+    deployment sees every project)."""
+    try:
+        number = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        number = 1
+    start = (number - 1) * PROJECTS_PER_PAGE
+    overview = selectors.projects_overview(actor=actor_of(request))
+    rows = list(overview[start : start + PROJECTS_PER_PAGE + 1])
+    context = {
+        "rows": rows[:PROJECTS_PER_PAGE],
+        "number": number,
+        "previous": number - 1 if number > 1 else None,
+        "next": number + 1 if len(rows) > PROJECTS_PER_PAGE else None,
+        "cap": settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"],
+    }
+    return render(request, "dashboard/projects.html", context)
 
 
 @project_page

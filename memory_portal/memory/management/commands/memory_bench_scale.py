@@ -36,6 +36,7 @@ from memory_portal.memory import benchserver, counters, services
 from memory_portal.memory.models import Agent, Note, Project
 from memory_portal.memory.scale import SLUG_PREFIX, load_scale
 from memory_portal.memory.scale_floors import FLOORS
+from memory_portal.memory.services.vectors import stamp_vectors
 
 from ..benchutil import unsaved_fact
 
@@ -143,6 +144,7 @@ class Command(BaseCommand):
                 )
                 for i in range(RECALL_FACTS)
             ]
+            stamp_vectors(notes)  # as every write stores them (docs/RECALL.md, "Stored vectors")
             Note.objects.bulk_create(notes, batch_size=500)
             counters.refresh(project.pk)
         return Agent.objects.get(project=project)

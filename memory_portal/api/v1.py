@@ -49,14 +49,15 @@ class ListQuery(Schema):
 
 
 def _save(actor: Actor, args: s.MemorySaveIn) -> dict:
-    result = services.fact_save(
-        actor=actor,
-        text=args.text,
-        agent_id=args.agentId,
-        expires_at=args.expiresAt,
-        supersedes=args.supersedes,
+    return serializers.memory(
+        services.fact_save(
+            actor=actor,
+            text=args.text,
+            agent_id=args.agentId,
+            expires_at=args.expiresAt,
+            supersedes=args.supersedes,
+        ).note
     )
-    return serializers.memory(result.note)
 
 
 def _day(actor: Actor, args: s.DayIn) -> dict:

@@ -8,7 +8,7 @@ import pytest
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.models import Note, Status
-from memory_portal.memory.services.routines import NEAR_DUPLICATE_COSINE
+from memory_portal.memory.services.review_plan import NEAR_DUPLICATE_COSINE
 
 TWILIO = (
     "Twilio SMS to Germany needs an alphanumeric sender ID registered in advance; messages from "

@@ -13,15 +13,9 @@ from django.db import connection
 from django.utils import timezone
 
 from memory_portal.memory import services
-from memory_portal.memory.models import (
-    AuditEvent,
-    Note,
-    ReviewRoutine,
-    ReviewRun,
-    Run,
-    Status,
-)
-from memory_portal.memory.services.routines import liftable, next_due, normalized
+from memory_portal.memory.models import AuditEvent, Note, ReviewRoutine, ReviewRun, Run, Status
+from memory_portal.memory.services.review_plan import liftable, normalized
+from memory_portal.memory.services.routines import next_due
 
 from .helpers import last_event, refused
 
@@ -279,7 +273,7 @@ def test_run_now_reports_an_unexpected_failure(world, monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(routines, "_merge_duplicates", explode)
+    monkeypatch.setattr(routines, "merge_duplicates", explode)
     with pytest.raises(Exception) as info:
         services.routine_run_now(actor=world.as_member, agent=world.agent)
     assert getattr(info.value, "code", None) == "internal_error"

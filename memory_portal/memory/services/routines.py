@@ -4,59 +4,39 @@ recalled in 30 days, report near-duplicates by meaning (never merged) — the pe
 controls, and the background task that runs one review (Django's tasks API). Every change
 goes through the note services as the agent's own review run, so it is audited like any
 other. When a routine is due and how it starts is in schedule.py, which the note services
-use."""
+use; the steps' planning is in review_plan.py, and applying what they planned (and recording
+the run's end) in review_apply.py."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-import numpy as np
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Q, Value, When
 from django.tasks import TaskResultStatus, task
 from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
-from .. import counters, fastsql
+from .. import fastsql
 from ..access import check_agent_gate, require_member, require_person
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
-from ..models import (
-    REASON_EXPIRED,
-    REASON_SUPERSEDED,
-    Agent,
-    ApiToken,
-    AuditEvent,
-    Kind,
-    Note,
-    ReviewRoutine,
-    ReviewRun,
-    Run,
-    RunStatus,
-    Scope,
-    Status,
-    Trust,
-    is_expired,
+from ..models import Agent, ReviewRoutine, ReviewRun, Run, RunStatus
+from ._common import audit, audit_event, lock_setting
+from .review_apply import apply_changes, finish, lift
+from .review_plan import (
+    Review,
+    day_lines,
+    flag_unrecalled,
+    handle_expired,
+    liftable,
+    merge_duplicates,
+    near_duplicates,
 )
-from ..selectors import NOT_RECALLED
-from ..validation import content_key_text
-from ._common import audit, audit_event, bump, lock_setting
-from .notes import fact_save
 from .schedule import next_due
 
-RENEW_FOR = timedelta(days=90)
 REVIEW_TASK_KEY = "memory-dreaming"
-LIFT_RE = re.compile(r"^\d\d:\d\d (?:\S+ )?(?:fact|learned):\s*(?P<text>.+)$", re.I)
 FLAGGED_IDS_KEPT = 50
-# Step 5: two live facts of an agent whose stored vectors have at least this cosine are
-# reported as near-duplicates by meaning, for a person to merge or keep (docs/RECALL.md,
-# "Near-duplicates"); the review never merges them itself. For all-MiniLM-L6-v2, a statement
-# reworded scores 0.88-0.95; among the labelled set's 561 pairs of different facts of one
-# agent, the highest is 0.60.
-NEAR_DUPLICATE_COSINE = 0.85
 NEAR_DUPLICATE_PAIRS_KEPT = 50
 # A review runs for seconds; one still "running" after this long was abandoned by a process
 # that died, and no longer keeps the next one from starting.
@@ -238,46 +218,6 @@ def _start_run(agent: Agent) -> Run:
     return run
 
 
-@dataclass
-class _Review:
-    """One review's working set, read in one query: the agent's active facts that are not
-    rejected (live or expired) and the day log rows of the day before, oldest first. The steps
-    plan their changes on it; they are applied together under one lock."""
-
-    facts: list[Note]
-    day_rows: list[Note]
-    now: datetime
-    merges: list[tuple[Note, Note]] = field(default_factory=list)  # (duplicate, keeper)
-    renew: list[Note] = field(default_factory=list)
-    expire: list[Note] = field(default_factory=list)
-    lifted: list[Note] = field(default_factory=list)
-
-    @classmethod
-    def read(cls, agent: Agent, day: date, now: datetime) -> _Review:
-        rows = list(
-            Note.objects.filter(owner_agent=agent, status=Status.ACTIVE)
-            .filter(
-                Q(scope=Scope.AGENT, kind=Kind.FACT) & ~Q(trust=Trust.REJECTED)
-                | Q(kind=Kind.DAY, day=day - timedelta(days=1))
-            )
-            .order_by("created_at", "id")
-        )
-        facts = [n for n in rows if n.kind == Kind.FACT]
-        return cls(facts, [n for n in rows if n.kind == Kind.DAY], now)
-
-    def live(self) -> list[Note]:
-        """The live facts as the changes planned (and lifts made) so far leave them."""
-        gone = {d.pk for d, _ in self.merges} | {n.pk for n in self.expire}
-        renewed = {n.pk for n in self.renew}
-        facts = [n for n in self.facts if n.pk not in gone] + self.lifted
-        facts = [n for n in facts if n.pk in renewed or not is_expired(n.expires_at, self.now)]
-        return sorted(facts, key=lambda n: (n.created_at, n.pk))
-
-    @property
-    def changes(self) -> int:
-        return len(self.merges) + len(self.renew) + len(self.expire)
-
-
 def routine_execute(
     *,
     routine_id: int,
@@ -326,23 +266,21 @@ def routine_execute(
     work = None
     try:
         check_agent_gate(actor, agent.project.memory_setting, write=True)
-        work = _Review.read(agent, day, now)
-        _merge_duplicates(work)
-        _handle_expired(work)
-        lines = [text for text in map(liftable, _day_lines(work)) if text is not None]
+        work = Review.read(agent, day, now)
+        merge_duplicates(work)
+        handle_expired(work)
+        lines = [text for text in map(liftable, day_lines(work)) if text is not None]
         if lines:
             if work.changes:
                 with transaction.atomic():
-                    _apply(actor, work, lock_setting(agent.project))
-            counts["lifted"], counts["lift_skipped"], counts["lift_full"] = _lift(
-                actor, work, lines
-            )
+                    apply_changes(actor, work, lock_setting(agent.project))
+            counts["lifted"], counts["lift_skipped"], counts["lift_full"] = lift(actor, work, lines)
         counts["merged"], counts["renewed"] = len(work.merges), len(work.renew)
         counts["expired"] = len(work.expire)
-        flagged = _flag_unrecalled(work)
+        flagged = flag_unrecalled(work)
         counts["flagged"] = len(flagged)
         counts["flagged_ids"] = flagged[:FLAGGED_IDS_KEPT]
-        pairs = _near_duplicates(work.live())
+        pairs = near_duplicates(work.live())
         counts["near_duplicates"] = len(pairs)
         counts["near_duplicate_pairs"] = pairs[:NEAR_DUPLICATE_PAIRS_KEPT]
         if lines:
@@ -354,249 +292,14 @@ def routine_execute(
     except Exception:
         # Record the failure before the task reports it, so no run is left "running".
         review.error_code = "internal_error"
-        _finish(review=review, actor=actor, counts=counts, status=RunStatus.FAILED, now=now)
+        finish(review=review, actor=actor, counts=counts, status=RunStatus.FAILED, now=now)
         raise
     try:
-        return _finish(review=review, actor=actor, counts=counts, status=status, now=now, work=work)
+        return finish(review=review, actor=actor, counts=counts, status=status, now=now, work=work)
     except MemoryPortalError as exc:  # the changes were refused under the lock: none is made
         review.error_code = exc.code
         counts.update(merged=0, renewed=0, expired=0)
-        return _finish(review=review, actor=actor, counts=counts, status=RunStatus.FAILED, now=now)
-
-
-def _apply(actor: Actor, work: _Review, setting) -> list[AuditEvent]:
-    """Make the merges, renewals and expiries `work` planned, under the project's lock that
-    the caller holds: each note is read again under it, and one that changed since the read is
-    left alone (and not counted). Returns their audit events, unsaved."""
-    check_agent_gate(actor, setting, write=True)
-    planned = {n.pk for d, k in work.merges for n in (d, k)}
-    planned |= {n.pk for n in work.renew + work.expire}
-    if not planned:
-        return []
-    current = {
-        pk: (expires_at, trust)
-        for pk, expires_at, trust in Note.objects.select_for_update()
-        .filter(pk__in=planned, status=Status.ACTIVE)
-        .values_list("pk", "expires_at", "trust")
-    }
-    now = work.now
-    for note in [n for pair in work.merges for n in pair] + work.renew + work.expire:
-        if note.pk in current:  # counted as it is now (a manager may have approved it since)
-            note.trust = current[note.pk][1]
-    work.merges = [
-        (d, k)
-        for d, k in work.merges
-        if d.pk in current and k.pk in current and d.trust == Trust.LEARNED
-    ]
-    work.renew = [n for n in work.renew if n.pk in current]
-    work.expire = [n for n in work.expire if n.pk in current and is_expired(current[n.pk][0], now)]
-    stamp = timezone.now()
-    renewed_until = now + RENEW_FOR
-    events = []
-    project = actor.run.project
-    for duplicate, keeper in work.merges:
-        details = {"into": keeper.pk}
-        events.append(_event(actor, AuditAction.NOTE_MERGE, project, duplicate, details))
-    for note in work.renew:
-        previous = note.expires_at.isoformat() if note.expires_at else None
-        details = {"from": previous, "to": renewed_until.isoformat()}
-        events.append(_event(actor, AuditAction.NOTE_RENEW, project, note, details))
-        note.expires_at = renewed_until
-    for note in work.expire:
-        events.append(_event(actor, AuditAction.NOTE_EXPIRE, project, note, None))
-    if work.merges:
-        Note.objects.filter(pk__in=[d.pk for d, _ in work.merges]).update(
-            status=Status.ARCHIVED,
-            archive_reason=REASON_SUPERSEDED,
-            archived_at=stamp,
-            superseded_by_id=Case(*(When(pk=d.pk, then=Value(k.pk)) for d, k in work.merges)),
-            updated_at=stamp,
-        )
-    if work.renew:
-        Note.objects.filter(pk__in=[n.pk for n in work.renew]).update(
-            expires_at=renewed_until, updated_at=stamp
-        )
-    if work.expire:
-        Note.objects.filter(pk__in=[n.pk for n in work.expire]).update(
-            status=Status.ARCHIVED,
-            archive_reason=REASON_EXPIRED,
-            archived_at=stamp,
-            updated_at=stamp,
-        )
-    retired = [d for d, _ in work.merges] + work.expire
-    counted = counters.combined(
-        *(counters.moved(counters.state_of(n), (Status.ARCHIVED, n.trust)) for n in retired)
-    )
-    if work.changes:
-        bump(setting, counted=counted)
-    AuditEvent.objects.bulk_create(events)
-    return events
-
-
-def _event(actor, action, project, note, details) -> AuditEvent:
-    return audit_event(actor=actor, action=action, project=project, note=note, details=details)
-
-
-def _finish(
-    *,
-    review: ReviewRun,
-    actor: Actor,
-    counts: dict,
-    status: str,
-    now: datetime,
-    work: _Review | None = None,
-) -> ReviewRun:
-    """Record how a review run ended, in one transaction under the project's lock: the
-    changes `work` still holds (when nothing was lifted), its run's status (its tokens
-    revoked, as every finished run's are), its counts, and the audit events."""
-    routine = review.routine
-    agent = routine.agent
-    run = review.run
-    with transaction.atomic():
-        setting = lock_setting(agent.project)
-        if work is not None:
-            _apply(actor, work, setting)
-            counts["merged"], counts["renewed"] = len(work.merges), len(work.renew)
-            counts["expired"] = len(work.expire)
-        finished = timezone.now()
-        revoked = ApiToken.objects.filter(run_id=run.pk, revoked_at__isnull=True).update(
-            revoked_at=finished
-        )
-        Run.objects.filter(pk=run.pk).update(status=status, finished_at=finished)
-        run.status, run.finished_at = status, finished
-        bump(setting)  # producer status is visible on every note the run wrote
-        review.status = status
-        review.counts = counts
-        review.run_ref = run.pk
-        review.finished_at = finished
-        review.save(update_fields=["status", "counts", "run_ref", "finished_at", "error_code"])
-        ReviewRoutine.objects.filter(pk=routine.pk).update(last_run_at=now)
-        summary = {k: v for k, v in counts.items() if not isinstance(v, list)}
-        details = {"trigger": review.trigger, "day": review.day.isoformat(), "status": status}
-        run_status = {"status": status, "tokens_revoked": revoked}
-        AuditEvent.objects.bulk_create(
-            [
-                _event(None, AuditAction.RUN_STATUS, agent.project, None, run_status),
-                audit_event(
-                    actor=actor,
-                    action=AuditAction.ROUTINE_RUN,
-                    project=agent.project,
-                    target=agent.pk,
-                    details={**details, **summary},
-                ),
-            ]
-        )
-    return review
-
-
-def normalized(text: str) -> str:
-    """Same fact, different spelling: the content identity's normalisation (case, Unicode
-    forms, invisible characters, spacing), with trailing punctuation ignored too."""
-    return content_key_text(text).rstrip(".!;:, ")
-
-
-def _merge_duplicates(work: _Review) -> None:
-    """Step 1: of live facts with the same normalized text, the newest stays and the others
-    are superseded by it."""
-    groups: dict[str, list[Note]] = {}
-    for note in work.live():
-        groups.setdefault(normalized(note.content), []).append(note)
-    for notes in groups.values():
-        if len(notes) < 2:
-            continue
-        # The newest stays (ordered oldest first) — the newest a manager reviewed, if any:
-        # the routine acts for the agent and never retires a person's decision.
-        decided = [n for n in notes if n.trust != Trust.LEARNED]
-        keeper = (decided or notes)[-1]
-        work.merges += [
-            (duplicate, keeper)
-            for duplicate in notes
-            if duplicate is not keeper and duplicate.trust == Trust.LEARNED
-        ]
-
-
-def _handle_expired(work: _Review) -> None:
-    """Step 2: expired facts recalled in the last 30 days get 90 more days; the rest are
-    archived with reason `expired`."""
-    for note in work.facts:
-        if not is_expired(note.expires_at, work.now):
-            continue
-        if note.last_recalled_at and note.last_recalled_at >= work.now - NOT_RECALLED:
-            work.renew.append(note)
-        else:
-            work.expire.append(note)
-
-
-def _day_lines(work: _Review) -> list[str]:
-    """The lines of the agent's live day log of the day before, oldest first."""
-    return [line for row in work.day_rows for line in row.lines]
-
-
-def liftable(line: str) -> str | None:
-    """The fact in a day-log line that starts with `fact:` or `learned:`, if any."""
-    match = LIFT_RE.match(line.strip())
-    return match.group("text").strip() if match else None
-
-
-def _lift(actor: Actor, work: _Review, texts: list[str]) -> tuple[int, int, int]:
-    """Step 3: lines of yesterday's day log that start with `fact:` / `learned:` become
-    facts. Identical facts stay one; forgotten, vetoed or secret-looking ones are skipped.
-    A full project (or the run's note quota) does not fail the review: what fits is lifted,
-    the rest is counted (`lift_full`) and stays in the day log, where the review queue offers
-    it to lift by hand once there is room. Returns (lifted, skipped, left for lack of room)."""
-    lifted = skipped = full = 0
-    for text in texts:
-        if full:  # no room since an earlier line: count the rest without trying them
-            full += 1
-            continue
-        try:
-            result = fact_save(actor=actor, text=text)
-        except MemoryPortalError as exc:
-            if exc.code in {"memory_project_full", "memory_run_quota"}:
-                full = 1
-                continue
-            if exc.code in {"memory_disabled", "memory_not_eligible"}:
-                raise
-            skipped += 1
-            continue
-        if result.created:
-            lifted += 1
-            work.lifted.append(result.note)
-    return lifted, skipped, full
-
-
-def _flag_unrecalled(work: _Review) -> list[str]:
-    """Step 4: facts not recalled in 30 days go to the review queue (the queue reads the same
-    rule, selectors.not_recalled_q; the run records which ones it saw)."""
-    cutoff = work.now - NOT_RECALLED
-    return [n.pk for n in work.live() if (n.last_recalled_at or n.created_at) < cutoff]
-
-
-def _near_duplicates(facts: list[Note]) -> list[list]:
-    """Step 5: pairs of the live facts whose stored vectors (of the configured provider) are
-    at least NEAR_DUPLICATE_COSINE apart, closest first, as [older id, newer id, cosine].
-    Reported in the run's counts and the review queue; nothing is changed."""
-    from ..embeddings import decode_many
-    from .vectors import current_provider
-
-    embedder = current_provider()
-    if embedder is None:
-        return []
-    rows = [
-        (n.pk, n.embedding)
-        for n in facts
-        if n.embedding is not None and n.embedding_model == embedder.name
-    ]
-    if len(rows) < 2:
-        return []
-    vectors = decode_many([blob for _, blob in rows])
-    sims = np.triu(vectors @ vectors.T, k=1)
-    first, second = np.nonzero(sims >= NEAR_DUPLICATE_COSINE)
-    pairs = [
-        [rows[i][0], rows[j][0], round(float(sims[i, j]), 3)]
-        for i, j in zip(first, second, strict=True)
-    ]
-    return sorted(pairs, key=lambda p: -p[2])
+        return finish(review=review, actor=actor, counts=counts, status=RunStatus.FAILED, now=now)
 
 
 def routines_run_due(*, now: datetime | None = None) -> list[int]:

@@ -28,151 +28,43 @@ See docs/PERFORMANCE.md for figures and their interpretation.
 from __future__ import annotations
 
 import http.client
-import json
 import math
-import os
 import platform
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
-from django.utils import timezone
 
 from memory_portal.memory import benchserver, services
 from memory_portal.memory.actors import Actor
-from memory_portal.memory.ids import new_note_id
-from memory_portal.memory.models import (
-    Agent,
-    AuditEvent,
-    MemorySetting,
-    Project,
-    Run,
-    Stage,
+from memory_portal.memory.models import Agent, AuditEvent, MemorySetting, Project, Stage
+
+from ..benchwrites import (
+    HTTP_SCENARIOS,
+    HTTP_WARMUP,
+    SCENARIOS,
+    WRITES_PER_RUN,
+    HttpMeasurement,
+    Measurement,
+    Scenario,
+    Writer,
+    cpu_count,
+    new_run,
+    post_write,
+    raw_writer,
+    run_all,
+    share_of,
 )
-from memory_portal.memory.validation import content_identity, content_key
 
 SLUG_PREFIX = "bench-"
-WRITES_PER_RUN = 100  # below the default per-run quota of 128: each thread switches runs
 BARRIER_TIMEOUT = 120.0
 
-RAW_LOCK = (
-    "SELECT id, enabled, revocation_epoch, revision FROM project_memory_setting"
-    " WHERE project_id = %s FOR UPDATE"
-)
-RAW_COUNT = "SELECT count(*) FROM project_memory_entry WHERE project_id = %s"
-RAW_INSERT = (
-    "INSERT INTO project_memory_entry (id, project_id, scope, kind, target, content, summary,"
-    " tags_text, trust, status, archive_reason, created_by_agent_id, created_by_stage,"
-    " origin_run_id, origin_run_ref, top_level_run_id, step, task_key, evidence_path,"
-    " evidence_commit, evidence_quote, recall_count, content_hash, content_key, created_at,"
-    " updated_at)"
-    " VALUES (%s, %s, 'project', 'fact', 'long_term', %s, '', '', 'learned', 'active', '',"
-    " %s, %s, %s, %s, %s, '', %s, '', '', '', 0, %s, %s, %s, %s)"
-)
-RAW_BUMP = (
-    "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
-    " WHERE project_id = %s"
-)
-
-# The service's other statements (as of this writing), for the "raw 8" path.
-RAW8_READ = "SELECT id, enabled, revocation_epoch FROM project_memory_setting WHERE project_id = %s"
-RAW8_IDENTITY = (
-    "SELECT id, status, trust, archive_reason FROM project_memory_entry"
-    " WHERE project_id = %s AND (content_hash = %s OR content_key = %s)"
-)
-RAW8_RUN_COUNT = (
-    "SELECT count(*) FROM project_memory_entry WHERE project_id = %s AND top_level_run_id = %s"
-)
-RAW8_AUDIT = (
-    "INSERT INTO memory_auditevent (project_id, project_ref, actor_label, actor_agent_id,"
-    " actor_run_id, action, note_ref, recovery_ref, target_ref, details, created_at)"
-    " VALUES (%s, %s, %s, %s, %s, 'note.write', %s, '', '', %s, %s)"
-)
-AUDIT_DETAILS = json.dumps({"kind": "fact", "scope": "project", "target": "long_term"})
-
 PATHS = ("svc", "raw", "raw8")
-
-
-@dataclass(frozen=True)
-class Scenario:
-    key: str
-    label: str
-    threads: int
-    projects: int
-
-
-SCENARIOS = (
-    Scenario("s1", "1 writer, 1 project", threads=1, projects=1),
-    Scenario("s2", "8 writers, 1 project", threads=8, projects=1),
-    Scenario("s3", "8 writers, 8 projects", threads=8, projects=8),
-)
-# memory_write over HTTP, each next to the raw-SQL floor at the same concurrency.
-HTTP_SCENARIOS = (
-    Scenario("h1", "1 client, 1 project", threads=1, projects=1),
-    Scenario("h8", "8 clients, 8 projects", threads=8, projects=8),
-)
-HTTP_WARMUP = 3  # writes per client before the clock starts (the workers' first requests)
-
-
-@dataclass
-class Measurement:
-    writes: int
-    seconds: float
-    cpu: float  # this process's CPU seconds (every thread) while the writers ran
-
-    @property
-    def cpu_ms(self) -> float:
-        """Client-side CPU per write: steadier than wall time on a busy machine."""
-        return self.cpu * 1000 / self.writes if self.writes else 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.writes / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclass
-class HttpMeasurement(Measurement):
-    server_cpu: float = 0.0  # the gunicorn workers' CPU seconds while the clients ran
-    latencies: list[float] = field(default_factory=list)
-
-    @property
-    def server_cpu_ms(self) -> float:
-        return self.server_cpu * 1000 / self.writes if self.writes else 0.0
-
-    @property
-    def p50_ms(self) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[len(ordered) // 2] * 1000 if ordered else 0.0
-
-
-@dataclass
-class Writer:
-    """One thread's share of a measurement: its project, its agent and its runs (a fresh run
-    every WRITES_PER_RUN writes, so the per-run quota never refuses a benchmark write)."""
-
-    index: int
-    project: Project
-    agent: Agent
-    writes: int | None  # None: write until the deadline (--seconds)
-    runs: list[Run] = field(default_factory=list)
-
-    def run_for(self, n: int) -> Run:
-        slot = n // WRITES_PER_RUN
-        while len(self.runs) <= slot:  # only in --seconds mode; fixed mode pre-creates them
-            self.runs.append(_new_run(self.agent))
-        return self.runs[slot]
-
-
-def _new_run(agent: Agent) -> Run:
-    run = services.run_create(actor=None, agent=agent, task_key="bench")
-    # Loaded the way the API's token lookup loads it, so note_write sees the same objects.
-    return Run.objects.select_related("agent", "project", "application").get(pk=run.pk)
 
 
 class Command(BaseCommand):
@@ -282,7 +174,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Memory Portal write benchmark: PostgreSQL {pg_version} (database {database}, "
             f"synchronous_commit={sync_commit}), Python {platform.python_version()}, "
-            f"{_cpu_count()} CPU(s)."
+            f"{cpu_count()} CPU(s)."
         )
         amount = f"{seconds:g} s" if seconds is not None else f"{writes} writes"
         self.stdout.write(
@@ -387,7 +279,7 @@ class Command(BaseCommand):
     def _probe(self) -> list[str]:
         """One warm-up write, then the statements of one service write as Django sends them."""
         [(_project, agent)] = self._targets("probe", 1)
-        run = _new_run(agent)
+        run = new_run(agent)
         actor = Actor.agent_run(run)
         services.note_write(actor=actor, kind="fact", content=self._content("probe", 0, 0))
         with CaptureQueriesContext(connection) as captured:
@@ -403,6 +295,9 @@ class Command(BaseCommand):
             "export finishes after the cache warm-up, so schedule reports after it."
         )
 
+    def _content_of(self, writer: Writer, where: str) -> Callable[[int], str]:
+        return lambda n: self._content(where, writer.index, n)
+
     def _measure(
         self, scenario: Scenario, path: str, writes: int, seconds: float | None
     ) -> Measurement:
@@ -410,17 +305,17 @@ class Command(BaseCommand):
         writers = []
         for i in range(scenario.threads):
             project, agent = targets[i % len(targets)]
-            share = None if seconds is not None else _share(writes, scenario.threads, i)
+            share = None if seconds is not None else share_of(writes, scenario.threads, i)
             writer = Writer(index=i, project=project, agent=agent, writes=share)
             if share is not None:
-                writer.runs = [_new_run(agent) for _ in range(math.ceil(share / WRITES_PER_RUN))]
+                writer.runs = [new_run(agent) for _ in range(math.ceil(share / WRITES_PER_RUN))]
             writers.append(writer)
 
         where = f"{scenario.key}-{path}"
         make = {
             "svc": self._service_writer,
-            "raw": self._raw_writer,
-            "raw8": lambda w, where: self._raw_writer(w, where, full=True),
+            "raw": lambda w, where: raw_writer(w, self._content_of(w, where)),
+            "raw8": lambda w, where: raw_writer(w, self._content_of(w, where), full=True),
         }[path]
         clock: dict[str, float] = {}
         done = [0] * len(writers)
@@ -454,7 +349,7 @@ class Command(BaseCommand):
         threads = [
             threading.Thread(target=work, args=(w,), name=f"bench-{w.index}") for w in writers
         ]
-        _run_all(threads, errors, f"{scenario.label} ({path})")
+        run_all(threads, errors, f"{scenario.label} ({path})")
         return Measurement(
             writes=sum(done),
             seconds=max(finished) - clock["start"],
@@ -474,94 +369,6 @@ class Command(BaseCommand):
             )
             if not result.created:
                 raise CommandError(f"Write {n} of writer {writer.index} was not new.")
-
-        return write
-
-    def _raw_writer(
-        self, writer: Writer, where: str, *, full: bool = False
-    ) -> Callable[[int], None]:
-        """The protocol by hand. `full` adds the service's other statements: the read before
-        the lock, the identity lookup, the per-run count and the audit row."""
-        pg = connection.connection  # this thread's psycopg connection (autocommit)
-        cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
-        quota = settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"]
-        project_id = writer.project.pk
-        project_slug = writer.project.slug
-        agent = writer.agent
-
-        def write(n: int) -> None:
-            run = writer.run_for(n)
-            content = self._content(where, writer.index, n)
-            digest = content_identity(
-                kind="fact",
-                scope="project",
-                target="long_term",
-                day=None,
-                application_id=None,
-                owner_agent_id=None,
-                content=content,
-            )
-            key = content_key(content)
-            note_id = new_note_id()
-            now = timezone.now()
-            with pg.cursor() as cur:
-                if full:
-                    cur.execute(RAW8_READ, [project_id])
-                    epoch = cur.fetchone()[2]
-                cur.execute("BEGIN")
-                try:
-                    cur.execute(RAW_LOCK, [project_id])
-                    _id, enabled, locked_epoch, _revision = cur.fetchone()
-                    if not enabled or (full and locked_epoch != epoch):
-                        raise CommandError("raw write refused: memory off or revoked")
-                    if full:
-                        cur.execute(RAW8_IDENTITY, [project_id, digest, key])
-                        if cur.fetchall():
-                            raise CommandError("raw write refused: identical note exists")
-                    cur.execute(RAW_COUNT, [project_id])
-                    if cur.fetchone()[0] >= cap:
-                        raise CommandError("raw write refused: project full")
-                    if full:
-                        cur.execute(RAW8_RUN_COUNT, [project_id, run.top_level_run_id])
-                        if cur.fetchone()[0] >= quota:
-                            raise CommandError("raw write refused: run quota")
-                    cur.execute(
-                        RAW_INSERT,
-                        [
-                            note_id,
-                            project_id,
-                            content,
-                            agent.pk,
-                            agent.stage,
-                            run.pk,
-                            run.pk,
-                            run.top_level_run_id,
-                            run.task_key,
-                            digest,
-                            key,
-                            now,
-                            now,
-                        ],
-                    )
-                    cur.execute(RAW_BUMP, [now, project_id])
-                    if full:
-                        cur.execute(
-                            RAW8_AUDIT,
-                            [
-                                project_id,
-                                project_slug,
-                                agent.name,
-                                agent.pk,
-                                run.pk,
-                                note_id,
-                                AUDIT_DETAILS,
-                                now,
-                            ],
-                        )
-                except BaseException:
-                    cur.execute("ROLLBACK")
-                    raise
-                cur.execute("COMMIT")
 
         return write
 
@@ -588,7 +395,7 @@ class Command(BaseCommand):
         plans = []
         for i in range(scenario.threads):
             _project, agent = targets[i % len(targets)]
-            share = _share(writes, scenario.threads, i)
+            share = share_of(writes, scenario.threads, i)
             runs = math.ceil(share / WRITES_PER_RUN) + 1  # the first warms the server up
             tokens = [services.run_start(actor=None, agent=agent)[1] for _ in range(runs)]
             plans.append((i, share, tokens))
@@ -609,12 +416,12 @@ class Command(BaseCommand):
             conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
             try:
                 for n in range(HTTP_WARMUP):
-                    self._post_write(conn, tokens[0], self._content(f"{where}-warm", index, n))
+                    post_write(conn, tokens[0], self._content(f"{where}-warm", index, n))
                 barrier.wait(timeout=BARRIER_TIMEOUT)
                 for n in range(share):
                     token = tokens[1 + n // WRITES_PER_RUN]
                     began = time.perf_counter()
-                    self._post_write(conn, token, self._content(where, index, n))
+                    post_write(conn, token, self._content(where, index, n))
                     latencies[index].append(time.perf_counter() - began)
                 done[index] = share
                 finished[index] = time.perf_counter()
@@ -625,7 +432,7 @@ class Command(BaseCommand):
                 conn.close()
 
         threads = [threading.Thread(target=work, args=plan) for plan in plans]
-        _run_all(threads, errors, f"{scenario.label} (HTTP)")
+        run_all(threads, errors, f"{scenario.label} (HTTP)")
         return HttpMeasurement(
             writes=sum(done),
             seconds=max(finished) - clock["start"],
@@ -633,39 +440,3 @@ class Command(BaseCommand):
             server_cpu=server.cpu_seconds() - clock["cpu"],
             latencies=[x for per_client in latencies for x in per_client],
         )
-
-    @staticmethod
-    def _post_write(conn: http.client.HTTPConnection, token: str, content: str) -> None:
-        conn.request(
-            "POST",
-            "/api/tools/memory_write",
-            json.dumps({"kind": "fact", "content": content}),
-            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
-        response = conn.getresponse()
-        body = response.read()
-        if response.status != 200 or not json.loads(body).get("created"):
-            raise CommandError(f"memory_write answered {response.status}: {body[:200]!r}")
-
-
-def _run_all(threads: list[threading.Thread], errors: list[BaseException], what: str) -> None:
-    """Start the writer threads, wait for them, and fail with the first real error any of
-    them reported (the others then only saw the barrier break)."""
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-    if errors:
-        raise CommandError(f"{what} failed: {(real or errors)[0]!r}")
-
-
-def _share(total: int, parts: int, index: int) -> int:
-    return total // parts + (1 if index < total % parts else 0)
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1

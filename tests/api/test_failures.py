@@ -115,7 +115,7 @@ def test_the_dashboard_answers_a_plain_503_page(world, monkeypatch):
         raise wrapped(sqlite3.OperationalError("database is locked"))
 
     monkeypatch.setattr(_common, "lock_setting", fail)
-    monkeypatch.setattr("memory_portal.memory.services.notes.lock_setting", fail)
+    monkeypatch.setattr("memory_portal.memory.services.lifecycle.lock_setting", fail)
     response = client.post(f"/p/acme-web/notes/{note.pk}/veto/", {"next": "/p/acme-web/"})
     assert response.status_code == 503 and response["Retry-After"] == "2"
     html = response.content.decode()

@@ -1,25 +1,20 @@
 """Every state change of Memory Portal, one function per action (SPEC §2.3). The dashboard,
 the API, the CLI, management commands and tasks all call these; nothing else writes."""
 
-from .notes import (
-    day_append,
-    fact_save,
-    note_approve,
+from .day import day_append
+from .lifecycle import (
     note_archive,
-    note_edit,
     note_expire,
     note_forget,
     note_merge,
-    note_reject,
     note_renew,
     note_restore,
-    note_reverify,
     note_unarchive,
     note_undo,
     note_veto,
-    note_write,
     notes_mark_recalled,
 )
+from .notes import fact_save, note_edit, note_write
 from .projects import (
     application_create,
     application_delete,
@@ -31,6 +26,7 @@ from .projects import (
 )
 from .revert import run_revert
 from .revert_undo import run_revert_undo
+from .review import note_approve, note_reject, note_reverify
 from .routines import (
     routine_delete,
     routine_execute,

@@ -8,13 +8,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from django.db import transaction
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from .. import counters, fastsql
-from ..access import project_not_found
+from ..access import actor_role, project_not_found
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..models import AuditEvent, MemorySetting, Note, Project
+from ..models import AuditEvent, MemorySetting, Note, Project, Role, Status
+from ..selectors import note_by_id_q, note_get, note_not_found
 
 # Details every audit event written inside `audit_context` carries (a run revert marks the
 # per-note events of the services it calls with its id and run).
@@ -90,6 +92,22 @@ def save_note_change(
     audit(actor=actor, action=action, project=note.project, note=note, **audit_fields)
 
 
+def change_note(
+    actor: Actor | None,
+    setting: MemorySetting,
+    note: Note,
+    action: AuditAction,
+    changes: dict,
+    **audit_fields,
+) -> None:
+    """Set `changes` (field: value) on `note` and record them with `save_note_change`, the
+    stored counters moved from the note's state before."""
+    before = counters.state_of(note)
+    for name, value in changes.items():
+        setattr(note, name, value)
+    save_note_change(actor, setting, note, tuple(changes), action, was=before, **audit_fields)
+
+
 def audit(**kwargs) -> AuditEvent:
     """Record who did what. `details` carries ids, counts and reasons, never note content."""
     return fastsql.insert(audit_event(**kwargs))
@@ -126,3 +144,38 @@ def audit_event(
         event.actor_run_id = actor.run.pk
         event.actor_label = actor.run.agent.name
     return event
+
+
+def live_twin() -> Subquery:
+    """Another active note of the project with the same content hash (read with the note)."""
+    twins = Note.objects.filter(
+        project_id=OuterRef("project_id"),
+        content_hash=OuterRef("content_hash"),
+        status=Status.ACTIVE,
+    ).exclude(pk=OuterRef("pk"))
+    return Subquery(twins.values("pk")[:1])
+
+
+def locked_note(
+    actor: Actor, note_id: str, project: Project | None = None
+) -> tuple[Note, MemorySetting]:
+    """Load and authorise once: find the note as the actor sees it, lock the project's setting
+    row, and read the note under the lock, so every rule below judges the current state. With
+    `project` (the caller knows it, as the dashboard's URL does) the note is read only under
+    the lock, and must be of that project."""
+    if project is None:
+        project = note_get(actor=actor, note_id=note_id).project
+        by_id = Q(pk=note_id)
+    else:
+        by_id = note_by_id_q(actor=actor, project=project, note_id=note_id)
+    setting = lock_setting(project)
+    note = Note.objects.select_for_update().filter(by_id).annotate(live_twin_id=live_twin())
+    note = note.first()
+    if note is None:
+        raise note_not_found(note_id)
+    note.project = project
+    return note, setting
+
+
+def is_manager(actor: Actor, project: Project) -> bool:
+    return actor.is_person and actor_role(actor, project) == Role.MANAGER

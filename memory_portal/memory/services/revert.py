@@ -39,7 +39,7 @@ from ..models import (
     Trust,
     refused_q,
 )
-from . import notes as note_services
+from . import lifecycle
 from ._common import audit, audit_context, bump, lock_setting, save_note_change
 
 # More changes than this need the run id typed as a confirmation.
@@ -303,10 +303,10 @@ def run_revert(
         items: list[dict] = []
         with audit_context(revert=revert_id, reverted_with_run=run.pk):
             for note in plan.forget:
-                recovery = note_services.note_forget(actor=actor, note_id=note.pk)
+                recovery = lifecycle.note_forget(actor=actor, note_id=note.pk)
                 items.append({"note": note.pk, "action": "forget", "recovery": recovery.pk})
             for note in plan.veto + plan.day_rows:
-                note_services.note_veto(actor=actor, note_id=note.pk)
+                lifecycle.note_veto(actor=actor, note_id=note.pk)
                 items.append({"note": note.pk, "action": "veto"})
             for note, how in plan.bring_back:
                 note = Note.objects.select_for_update().get(pk=note.pk)
@@ -319,7 +319,7 @@ def run_revert(
                         "reason": note.archive_reason,
                         "archived_at": note.archived_at.isoformat() if note.archived_at else None,
                     }
-                    note_services.note_unarchive(actor=actor, note_id=note.pk)
+                    lifecycle.note_unarchive(actor=actor, note_id=note.pk)
                     items.append(item)
                 else:
                     recovery = note.recovery
@@ -331,7 +331,7 @@ def run_revert(
                         "forgotten_by_user": recovery.forgotten_by_user_id,
                         "created_at": recovery.created_at.isoformat(),
                     }
-                    note_services.note_restore(actor=actor, recovery_id=recovery.pk)
+                    lifecycle.note_restore(actor=actor, recovery_id=recovery.pk)
                     items.append(item)
         counts = plan.counts()
         revert = RunRevert.objects.create(

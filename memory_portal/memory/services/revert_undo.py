@@ -15,7 +15,7 @@ from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
 from ..models import REASON_SUPERSEDED, Note, Recovery, RunRevert, Status
-from . import notes as note_services
+from . import lifecycle
 from ._common import audit_context, lock_setting, save_note_change
 from .revert import RECOVERY_KEPT, record_revert
 
@@ -30,12 +30,12 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
     if action == "forget":
         if not Recovery.objects.filter(pk=item["recovery"]).exists():
             return "recovery_gone"
-        note_services.note_restore(actor=actor, recovery_id=item["recovery"])
+        lifecycle.note_restore(actor=actor, recovery_id=item["recovery"])
         return None
     if action == "veto":
         if not note.is_vetoed:
             return "changed_since"
-        note_services.note_undo(actor=actor, note_id=note.pk)
+        lifecycle.note_undo(actor=actor, note_id=note.pk)
         return None
     if action == "restore":
         if note.status != item["previous_status"] or Recovery.objects.filter(note=note).exists():

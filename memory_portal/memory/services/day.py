@@ -1,0 +1,95 @@
+"""An agent's day log: one live row a day, appended to under the setting-row lock, never
+edited or superseded."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from .. import counters
+from ..access import (
+    check_agent_gate,
+)
+from ..actors import Actor
+from ..audit_actions import AuditAction
+from ..errors import MemoryPortalError, invalid
+from ..models import (
+    Kind,
+    Note,
+    Status,
+    Target,
+)
+from ..validation import (
+    DAY_LINE_MAX,
+    DAY_ROW_MAX,
+    check_no_secret,
+    day_row_identity,
+    require_text,
+    stamp_identity,
+)
+from ._common import audit, bump, lock_setting
+from .notes import agent_note
+from .schedule import routine_ensure
+from .write import (
+    _check_caps,
+    _check_epoch,
+    _current_setting,
+    _provenance,
+    _write_check,
+)
+
+
+def day_append(*, actor: Actor, line: str) -> Note:
+    """`memory day`: append `HH:MM TASK-KEY line` to the agent's live day row for today (UTC),
+    creating the row with the first line."""
+    if not actor.is_agent:
+        raise MemoryPortalError("memory_day_agent_only", "Only an agent keeps a day log.")
+    run = actor.run
+    agent = run.agent
+    project = run.project
+    setting = _current_setting(actor, project)
+    check_agent_gate(actor, setting, write=True)
+    epoch = setting.revocation_epoch
+    text = require_text("line", line, max_len=DAY_LINE_MAX, too_long_code="memory_text_too_long")
+    if "\n" in text:
+        raise invalid("line", "A day line is one line.", hint="Send each line separately.")
+    check_no_secret(line=text)
+    now = timezone.now()
+    today = now.date()
+    stamped = " ".join(part for part in (now.strftime("%H:%M"), run.task_key, text) if part)
+    with transaction.atomic():
+        setting = lock_setting(project)
+        _check_epoch(setting, epoch)
+        check_agent_gate(actor, setting, write=True)
+        row = (
+            Note.objects.select_for_update()
+            .filter(owner_agent=agent, kind=Kind.DAY, day=today, status=Status.ACTIVE)
+            .first()
+        )
+        if row is not None:
+            content = row.content + "\n" + stamped
+            if len(content) > DAY_ROW_MAX:
+                raise MemoryPortalError(
+                    "memory_day_full", f"Today's day log would exceed {DAY_ROW_MAX} characters."
+                )
+            row.content = content
+            row.updated_at = now
+            stamp_identity(row)
+            row.save(update_fields=["content", "content_key", "updated_at"])
+            action = AuditAction.DAY_APPEND
+        else:
+            key = day_row_identity(owner_agent_id=agent.pk, day=today)
+            fields = {"day": today, "content_hash": key, "created_at": now, "updated_at": now}
+            row = agent_note(
+                agent, Kind.DAY, stamped, project=project, target=Target.DAILY, **fields
+            )
+            _check_caps(actor, project, _write_check(actor, project, row))
+            _provenance(actor, row)
+            row.save(force_insert=True)
+            action = AuditAction.DAY_CREATE
+        created = action == AuditAction.DAY_CREATE
+        bump(setting, wrote_note=True, counted=counters.moved(None, row) if created else None)
+        audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
+        if action == AuditAction.DAY_CREATE:
+            routine_ensure(actor=actor, agent=agent)  # the day log feeds the daily review too
+    return row

@@ -1,0 +1,93 @@
+"""A person's judgement of a note: its trust (approve, reject) and its evidence re-verified."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from .. import evidence as evidence_checks
+from ..access import (
+    require_manager,
+    require_member,
+    require_person,
+)
+from ..actors import Actor
+from ..audit_actions import AuditAction
+from ..errors import MemoryPortalError
+from ..models import (
+    Note,
+    Project,
+    RepositoryLink,
+    Trust,
+)
+from ..selectors import (
+    note_get,
+)
+from ._common import (
+    change_note,
+    lock_setting,
+    locked_note,
+)
+
+
+def _set_trust(
+    actor: Actor, note_id: str, project: Project | None, trust: str, action: AuditAction
+) -> Note:
+    with transaction.atomic():
+        note, setting = locked_note(actor, note_id, project)
+        require_manager(actor, note.project)
+        if note.trust == trust:
+            return note
+        details = {"from": note.trust, "to": trust}
+        change_note(actor, setting, note, action, {"trust": trust}, details=details)
+    return note
+
+
+def note_approve(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+    """Mark reviewed (API word: approved). Managers only; persistence is unchanged."""
+    return _set_trust(actor, note_id, project, Trust.REVIEWED, AuditAction.NOTE_APPROVE)
+
+
+def note_reject(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+    """Reject: never served to agents again in lists, search or recall."""
+    return _set_trust(actor, note_id, project, Trust.REJECTED, AuditAction.NOTE_REJECT)
+
+
+def note_reverify(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+    """Re-bind a stale evidence-bound note to the current pinned revision when its file (and
+    quote) still match there."""
+    require_person(actor, what="a re-verify")
+    note = note_get(actor=actor, note_id=note_id, project=project)
+    require_member(actor, note.project)
+    if not note.evidence_commit or note.evidence_repository_id is None:
+        raise MemoryPortalError(
+            "memory_evidence_invalid",
+            f"{note.pk} has no evidence to re-verify.",
+            reason="no_evidence",
+        )
+    links = RepositoryLink.objects.filter(
+        application__project_id=note.project_id, repository_id=note.evidence_repository_id
+    ).select_related("repository")
+    if note.application_id:
+        links = links.filter(application_id=note.application_id)
+    link = links.order_by("-updated_at").first()
+    if link is None:
+        raise MemoryPortalError(
+            "memory_evidence_invalid",
+            "The evidence repository is no longer linked in this project.",
+            reason="repository_not_linked",
+        )
+    verified = evidence_checks.verify_evidence(
+        repo_path=link.repository.path,
+        revision=link.revision,
+        path=note.evidence_path,
+        quote=note.evidence_quote or None,
+    )
+    with transaction.atomic():
+        setting = lock_setting(note.project)
+        note = Note.objects.select_for_update().get(pk=note.pk)
+        if note.evidence_commit == verified.commit:
+            return note
+        details = {"from": note.evidence_commit, "to": verified.commit}
+        rebound = {"evidence_commit": verified.commit}
+        change_note(actor, setting, note, AuditAction.NOTE_REVERIFY, rebound, details=details)
+    return note

@@ -212,12 +212,8 @@ def _restore(actor: Actor, args: s.MemoryRestoreArgs):
 
 
 def _scratchpad(actor: Actor, args: s.ScratchpadArgs):
-    if args.action in {"add"} and args.itemId:
-        raise invalid("itemId", "add takes text, not itemId.")
-    if args.action in {"done", "undo"} and not args.itemId:
-        raise invalid("itemId", f"{args.action} needs itemId.")
-    if args.action != "list" and (args.limit is not None or args.offset is not None):
-        raise invalid("offset", "limit and offset apply to action list only.")
+    """One action of the scratchpad; which arguments go with which action is the schema's
+    rule (ScratchpadArgs)."""
     if args.action == "list":
         limit = args.limit or s.SCRATCHPAD_PAGE_DEFAULT
         return _page_of(
@@ -228,8 +224,6 @@ def _scratchpad(actor: Actor, args: s.ScratchpadArgs):
             key="items",
         )
     if args.action == "add":
-        if args.text is None:
-            raise invalid("text", "add needs text.")
         item = services.scratchpad_add(actor=actor, text=args.text)
         return {"itemId": item.id, "done": item.done}
     if args.action == "done":

@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 
 from memory_portal.memory import services
-from memory_portal.memory.models import Note, ToolCallCount
+from memory_portal.memory.models import Note, ScratchpadItem, ToolCallCount
 
 from .conftest import error_code
 
@@ -151,6 +151,30 @@ def test_scratchpad(api, tokens):
     missing = api.tool("scratchpad", tokens.agent, {"action": "undo", "itemId": "itm_nope"})
     assert missing.status_code == 404 and error_code(missing) == "scratchpad_item_not_found"
     assert error_code(api.tool("scratchpad", tokens.agent, {"action": "done"})) == "memory_invalid"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"action": "add"}, "text"),
+        ({"action": "add", "text": "t", "itemId": "itm_x"}, "itemId"),
+        ({"action": "done"}, "itemId"),
+        ({"action": "undo"}, "itemId"),
+        ({"action": "clear", "limit": 5}, "limit"),
+        ({"action": "add", "text": "t", "offset": 0}, "offset"),
+    ],
+)
+def test_scratchpad_arguments_that_do_not_go_with_the_action_are_refused(
+    api, tokens, world, arguments, field
+):
+    """Which arguments go with which action is the schema's rule: a 400 naming the field,
+    nothing changed, and the call traced as memory_invalid."""
+    answer = api.tool("scratchpad", tokens.agent, arguments)
+    assert answer.status_code == 400 and error_code(answer) == "memory_invalid"
+    assert answer.json()["error"]["field"] == field
+    assert not ScratchpadItem.objects.exists()
+    traced = ToolCallCount.objects.filter(run=world.run, tool="scratchpad")
+    assert traced.get(outcome="memory_invalid").count == 1
 
 
 def test_scratchpad_list_pages_within_the_reply_ceiling(api, tokens, world):

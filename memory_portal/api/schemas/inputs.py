@@ -170,14 +170,43 @@ class ScratchpadArgs(Strict):
     action: Literal["list", "add", "done", "undo", "clear"] = Field(
         description="list items, add one (text), mark done / undo (itemId), clear completed."
     )
-    text: str | None = Field(None, min_length=1, max_length=SCRATCHPAD_TEXT_MAX)
-    itemId: str | None = None
+    text: str | None = Field(
+        None, min_length=1, max_length=SCRATCHPAD_TEXT_MAX, validate_default=True
+    )
+    itemId: str | None = Field(None, validate_default=True)
     limit: int | None = Field(
         None, ge=1, le=SCRATCHPAD_PAGE_MAX, description="list: items per page (default 20)."
     )
     offset: int | None = Field(
         None, ge=0, le=OFFSET_MAX, description="list: continue at a previous nextOffset."
     )
+
+    # Which fields go with which action, refused naming the field (memory_invalid), like any
+    # other argument error: `action` is validated first, so each check below can read it.
+
+    @field_validator("text")
+    @classmethod
+    def _text_for_add(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("action") == "add" and value is None:
+            raise PydanticCustomError("action_argument", "add needs text")
+        return value
+
+    @field_validator("itemId")
+    @classmethod
+    def _item_for_done_undo(cls, value: str | None, info: ValidationInfo) -> str | None:
+        action = info.data.get("action")
+        if action == "add" and value:
+            raise PydanticCustomError("action_argument", "add takes text, not itemId")
+        if action in {"done", "undo"} and not value:
+            raise PydanticCustomError("action_argument", f"{action} needs itemId")
+        return value
+
+    @field_validator("limit", "offset")
+    @classmethod
+    def _paging_for_list(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("action") not in {None, "list"}:
+            raise PydanticCustomError("action_argument", "limit and offset apply to list only")
+        return value
 
 
 # --- Agent memory v1 --------------------------------------------------------------------------

@@ -109,18 +109,21 @@ def changes(setting: MemorySetting, change: dict[str, int]) -> dict:
     return {field: F(field) + d for field, d in change.items()}
 
 
+def sql_adds(change: dict[str, int]) -> tuple[list[str], list[int]]:
+    """`change` for a hand-built UPDATE: its SET items (`field = field + %s`) and their values."""
+    qn = connection.ops.quote_name
+    return [f"{qn(field)} = {qn(field)} + %s" for field in change], list(change.values())
+
+
 def apply(setting_id: int, change: dict[str, int]) -> None:
     """Add `change` to the counters of a setting row the caller has locked (one statement), for
     a service that does not otherwise update the row through `bump`."""
     if not change:
         return
-    qn = connection.ops.quote_name
-    sets = ", ".join(f"{qn(field)} = {qn(field)} + %s" for field in change)
+    sets, values = sql_adds(change)
+    table = connection.ops.quote_name(MemorySetting._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {qn(MemorySetting._meta.db_table)} SET {sets} WHERE id = %s",
-            [*change.values(), setting_id],
-        )
+        cursor.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s", [*values, setting_id])
 
 
 def project_counts(setting: MemorySetting) -> dict:

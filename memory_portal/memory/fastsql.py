@@ -13,6 +13,8 @@ from datetime import datetime
 from django.conf import settings
 from django.db import OperationalError, connection, models
 
+from . import counters
+
 _INSERTS: dict[tuple[type, str], tuple[str, list, bool]] = {}
 _DATETIME = models.DateTimeField()  # to send a timestamp as the ORM would
 _STATEMENTS: dict[tuple, str] = {}
@@ -170,14 +172,13 @@ def lock_and_bump(
     counters: the note about to be written), and read it back, in one statement. A write that
     then refuses or finds an identical note rolls the bump back with its transaction."""
     value = _DATETIME.get_db_prep_save(now, connection=connection)
-    counted = counted or {}
-    qn = connection.ops.quote_name
-    adds = "".join(f", {qn(field)} = {qn(field)} + %s" for field in counted)
+    adds, added = counters.sql_adds(counted or {})
+    sets = ", ".join(["revision = revision + 1", "last_write_at = %s", *adds])
     with bounded_lock_wait(restore=False), connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s{adds}"
+            f"UPDATE project_memory_setting SET {sets}"
             " WHERE project_id = %s RETURNING id, enabled, revocation_epoch, revision",
-            [value, *counted.values(), project_id],
+            [value, *added, project_id],
         )
         row = cursor.fetchone()
     if row is None:

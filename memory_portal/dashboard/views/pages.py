@@ -26,6 +26,7 @@ from .base import (
 )
 
 PROJECTS_PER_PAGE = 48
+PROJECTS_LAST_PAGE = 100_000  # a larger ?page= reads as this one (an OFFSET the database takes)
 
 
 @require_GET
@@ -35,7 +36,7 @@ def projects(request):
     it shows to know whether another follows, so nothing counts (a superuser of a large
     deployment sees every project)."""
     try:
-        number = max(1, int(request.GET.get("page", "1")))
+        number = min(max(1, int(request.GET.get("page", "1"))), PROJECTS_LAST_PAGE)
     except ValueError:
         number = 1
     start = (number - 1) * PROJECTS_PER_PAGE

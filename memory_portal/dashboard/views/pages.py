@@ -13,7 +13,7 @@ from memory_portal.memory.access import is_administrator
 from memory_portal.memory.recall.service import recall
 
 from ..forms import BULK_ACTIONS, FactForm, ResetForm
-from ..tables import PER_PAGE_CHOICES, NoteTable
+from ..tables import PAGE_MAX, PER_PAGE_CHOICES, NoteTable
 from .base import (
     MEMORY_PAGE,
     actor_of,
@@ -26,7 +26,6 @@ from .base import (
 )
 
 PROJECTS_PER_PAGE = 48
-PROJECTS_LAST_PAGE = 100_000  # a larger ?page= reads as this one (an OFFSET the database takes)
 
 
 @require_GET
@@ -36,7 +35,7 @@ def projects(request):
     it shows to know whether another follows, so nothing counts (a superuser of a large
     deployment sees every project)."""
     try:
-        number = min(max(1, int(request.GET.get("page", "1"))), PROJECTS_LAST_PAGE)
+        number = min(max(1, int(request.GET.get("page", "1"))), PAGE_MAX)
     except ValueError:
         number = 1
     start = (number - 1) * PROJECTS_PER_PAGE

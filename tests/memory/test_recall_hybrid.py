@@ -67,6 +67,20 @@ def test_hybrid_floor_on_the_paraphrase_set(evaluations):
     assert evaluations["lexical"].paraphrases.recall == 0.0  # the set is out of words' reach
 
 
+def test_hybrid_floor_on_the_development_set(evaluations):
+    """The development set (tests/memory/recall_dev_set.py), written to tune on: measured 0.724 /
+    0.266 for the hybrid, where no calibration that keeps the main set's figures reaches
+    precision 0.9 (docs/RECALL.md, "The development set"). Its unrelated half is harder than the
+    other sets' (a question about a colleague the agent knows, a tax question beside a tax
+    fact): two of its 88 (question, agent) pairs pick a fact, and no more may."""
+    ev = evaluations["hybrid"]
+    assert len(ev.dev.outcomes) >= 45
+    assert ev.dev.precision >= 0.7, ev.dev.precision
+    assert ev.dev.recall >= 0.25, ev.dev.recall
+    assert evaluations["lexical"].dev.recall == 0.0  # out of words' reach, as the paraphrases
+    assert sum(len(o.picked) for o in ev.dev_unrelated) <= 2
+
+
 def test_unrelated_questions_recall_nothing(evaluations):
     for ev in evaluations.values():
         picked = [o for o in [*ev.unrelated, *ev.paraphrase_unrelated] if o.picked]

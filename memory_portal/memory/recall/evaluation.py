@@ -12,7 +12,10 @@ facts and count their picks as false positives, reported apart.
 
 Three scorers can be measured: `lexical` (words only), `semantic` (the calibrated embedding score
 alone) and `hybrid` (what recall uses). The paraphrase set (tests/memory/recall_paraphrase_set.py:
-`PARAPHRASES`, `PARAPHRASE_UNRELATED`, over the same facts) is loaded beside the main set.
+`PARAPHRASES`, `PARAPHRASE_UNRELATED`, over the same facts) is loaded beside the main set, and
+so is the development set (tests/memory/recall_dev_set.py: `DEV_PARAPHRASES`, `DEV_UNRELATED`),
+written later to tune the semantic calibration on while the paraphrase set stays the blind
+test (docs/RECALL.md, "The development set").
 """
 
 from __future__ import annotations
@@ -62,11 +65,19 @@ def default_paraphrase_path() -> Path:
     return Path(settings.BASE_DIR) / "tests" / "memory" / "recall_paraphrase_set.py"
 
 
+def default_dev_path() -> Path:
+    return Path(settings.BASE_DIR) / "tests" / "memory" / "recall_dev_set.py"
+
+
 def load_dataset(path: str | Path | None = None) -> dict:
     data = runpy.run_path(str(path or default_dataset_path()))
     if "PARAPHRASES" not in data and path is None:
         data.update(runpy.run_path(str(default_paraphrase_path())))
+    if "DEV_PARAPHRASES" not in data and path is None:
+        data.update(runpy.run_path(str(default_dev_path())))
     return {
+        "DEV_PARAPHRASES": data.get("DEV_PARAPHRASES", []),
+        "DEV_UNRELATED": data.get("DEV_UNRELATED", []),
         "PARAPHRASES": data.get("PARAPHRASES", []),
         "PARAPHRASE_UNRELATED": data.get("PARAPHRASE_UNRELATED", []),
         "FACTS": data["FACTS"],
@@ -138,6 +149,8 @@ class Evaluation:
     paraphrases: SetFigures = field(default_factory=SetFigures)
     paraphrase_unrelated: list[QueryOutcome] = field(default_factory=list)
     tasks: SetFigures = field(default_factory=SetFigures)
+    dev: SetFigures = field(default_factory=SetFigures)
+    dev_unrelated: list[QueryOutcome] = field(default_factory=list)
 
     @property
     def unrelated_hits(self) -> list[QueryOutcome]:
@@ -182,6 +195,7 @@ def _check(dataset: dict, by_agent: dict[str, list[_Fact]]) -> None:
         *dataset["QUERIES"],
         *dataset["HELD_OUT"],
         *dataset.get("PARAPHRASES", []),
+        *dataset.get("DEV_PARAPHRASES", []),
         *task_queries(dataset),
     ]:
         if q["agent"] not in by_agent:
@@ -238,6 +252,8 @@ def evaluate(
         paraphrases=run_set(dataset.get("PARAPHRASES", [])),
         paraphrase_unrelated=run_unrelated(dataset.get("PARAPHRASE_UNRELATED", [])),
         tasks=run_set(task_queries(dataset)),
+        dev=run_set(dataset.get("DEV_PARAPHRASES", [])),
+        dev_unrelated=run_unrelated(dataset.get("DEV_UNRELATED", [])),
     )
 
 
@@ -253,6 +269,7 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
             ("held-out", ev.held_out, None),
             ("paraphrase", ev.paraphrases, ev.paraphrase_unrelated),
             ("task", ev.tasks, None),
+            ("dev", ev.dev, ev.dev_unrelated),
         ]
         for label, figures, unrelated in rows:
             if not figures.outcomes:
@@ -286,6 +303,8 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
         out.append(line("paraphrase", ev.paraphrases))
     if ev.tasks.outcomes:
         out.append(line("task", ev.tasks))
+    if ev.dev.outcomes:
+        out.append(line("dev", ev.dev))
     queries = len({o.query for o in [*ev.unrelated, *ev.paraphrase_unrelated]})
     hits = ev.unrelated_hits + [o for o in ev.paraphrase_unrelated if o.picked]
     out.append(
@@ -295,6 +314,16 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
     for o in hits:
         picked = ", ".join(f"{k} {s:.2f}" for k, s in o.picked)
         out.append(f"  ! {o.agent}: {o.query!r} picked {picked}")
+    if ev.dev_unrelated:
+        dev_hits = [o for o in ev.dev_unrelated if o.picked]
+        out.append(
+            f"dev unrelated (half of them work-adjacent) queries "
+            f"{len({o.query for o in ev.dev_unrelated}):>3}: "
+            f"{sum(len(o.picked) for o in dev_hits)} facts picked"
+        )
+        for o in dev_hits:
+            picked = ", ".join(f"{k} {s:.2f}" for k, s in o.picked)
+            out.append(f"  ! {o.agent}: {o.query!r} picked {picked}")
 
     def table(label: str, figures: SetFigures) -> None:
         out.append("")
@@ -315,6 +344,8 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
             table("Paraphrase set", ev.paraphrases)
         if ev.tasks.outcomes:
             table("Task set (start recall against the run's task)", ev.tasks)
+        if ev.dev.outcomes:
+            table("Development set", ev.dev)
     else:
         failed = [o for o in ev.main.outcomes if o.misses or o.extras]
         failed += [o for o in ev.paraphrases.outcomes if o.misses or o.extras]

@@ -162,7 +162,8 @@ class DemoLoader(Curation, Backdating):
     def start_runs(self, state: ProjectState, workflow: Workflow, base: datetime) -> list[Run]:
         runs: list[Run] = []
         for position, (stage, parent_index, status) in enumerate(workflow.runs):
-            when = base + timedelta(minutes=9 * position)
+            # Clamped: a few minutes after midnight, today's window is shorter than the steps.
+            when = self.clamp(base + timedelta(minutes=9 * position))
             parent = runs[parent_index] if parent_index is not None else None
             self.at(when)
             run = services.run_create(
@@ -353,7 +354,7 @@ class DemoLoader(Curation, Backdating):
             base = self.today_at(workflow.when)
             runs = self.start_runs(state, workflow, base)
             for run in runs:
-                when = self.run_times[run.pk][0] + timedelta(minutes=1)
+                when = self.clamp(self.run_times[run.pk][0] + timedelta(minutes=1))
                 actor = Actor.agent_run(run)
                 agent = run.agent
                 if not agent.is_eligible or agent.is_reviewer:

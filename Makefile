@@ -41,6 +41,7 @@ bench: $(STAMP)
 SIZES ?= 10000,100000,1000000
 bench-scale: $(STAMP)
 	@test -n "$(DATABASE_URL)" || { echo "bench-scale needs DATABASE_URL=postgres://… (its own database)"; exit 2; }
+	$(BIN)/python manage.py memory_create_database
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py memory_bench_scale --sizes $(SIZES)
 

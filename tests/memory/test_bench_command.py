@@ -153,3 +153,27 @@ def test_bench_scale_measures_every_page_through_the_server(tmp_path):
     assert len(figures) == 12 and all(
         http > 0 and floor > 0 and cpu >= 0 for http, floor, cpu in figures.values()
     )
+
+
+@pytest.mark.postgres
+def test_memory_create_database_creates_it_once(monkeypatch):
+    name = f"{connection.settings_dict['NAME']}_created"
+    monkeypatch.setitem(connection.settings_dict, "NAME", name)
+    try:
+        first, second = StringIO(), StringIO()
+        call_command("memory_create_database", stdout=first)
+        call_command("memory_create_database", stdout=second)
+        assert first.getvalue().strip() == f"database {name} created"
+        assert second.getvalue().strip() == f"database {name} exists"
+    finally:
+        params = {**connection.get_connection_params(), "dbname": "postgres", "autocommit": True}
+        with connection.Database.connect(**params) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def test_memory_create_database_leaves_sqlite_alone():
+    if connection.vendor == "postgresql":
+        pytest.skip("the SQLite path")
+    out = StringIO()
+    call_command("memory_create_database", stdout=out)
+    assert "SQLite" in out.getvalue()

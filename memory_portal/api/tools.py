@@ -13,7 +13,7 @@ from ninja import Router
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import check_agent_gate
 from memory_portal.memory.actors import Actor
-from memory_portal.memory.errors import MemoryPortalError, invalid
+from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Target
 
 from . import schemas as s
@@ -148,8 +148,6 @@ def _write(actor: Actor, args: s.MemoryWriteArgs):
 
 
 def _read(actor: Actor, args: s.MemoryReadArgs):
-    if args.id and args.target:
-        raise invalid("target", "Give either id or target, not both.")
     if args.id:
         note = selectors.note_get(actor=actor, note_id=args.id)
         return {"entries": [serializers.entry(note)], "nextOffset": None}
@@ -177,8 +175,6 @@ def _read(actor: Actor, args: s.MemoryReadArgs):
         day = args.date or timezone.now().date()
         qs = notes.filter(target=Target.DAILY, day=day).order_by("created_at", "id")
     else:
-        if args.date:
-            raise invalid("date", "date applies to target daily.")
         qs = notes.filter(target=Target.LONG_TERM).order_by("-created_at", "-id")
     return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
 

@@ -177,6 +177,33 @@ def test_scratchpad_arguments_that_do_not_go_with_the_action_are_refused(
     assert traced.get(outcome="memory_invalid").count == 1
 
 
+@pytest.mark.parametrize(
+    ("arguments", "field", "message"),
+    [
+        ({"id": "mem_x", "target": "daily"}, "target", "either id or target"),
+        ({"date": "2026-03-02"}, "date", "date applies to target daily"),
+        ({"target": "long_term", "date": "2026-03-02"}, "date", "date applies to target daily"),
+    ],
+)
+def test_memory_read_arguments_that_do_not_go_together_are_refused(
+    api, tokens, world, arguments, field, message
+):
+    """The schema's rule, as for the scratchpad: a 400 naming the field, traced once."""
+    answer = api.tool("memory_read", tokens.agent, arguments)
+    assert answer.status_code == 400 and error_code(answer) == "memory_invalid"
+    error = answer.json()["error"]
+    assert error["field"] == field and message in error["message"], error
+    traced = ToolCallCount.objects.filter(run=world.run, tool="read")
+    assert traced.get(outcome="memory_invalid").count == 1
+
+
+def test_memory_read_takes_a_date_with_a_daily_target_or_an_id(api, tokens, world):
+    daily = api.tool("memory_read", tokens.agent, {"target": "daily", "date": "2026-03-02"})
+    assert daily.status_code == 200 and daily.json()["entries"] == []
+    dates = api.tool("memory_read", tokens.agent, {"target": "list", "date": "2026-03-02"})
+    assert dates.status_code == 200, "list ignores a date, as it always did"
+
+
 def test_scratchpad_list_pages_within_the_reply_ceiling(api, tokens, world):
     texts = [f"item {i:03d} " + "x" * 990 for i in range(100)]
     for text in texts:

@@ -144,6 +144,24 @@ class MemoryReadArgs(Strict):
         0, ge=0, le=OFFSET_MAX, description="Continue at a previous answer's nextOffset."
     )
 
+    # Which arguments go together, refused naming the field (memory_invalid) like any other
+    # argument error; fields are validated in order, so `target` can read `id`, `date` both.
+
+    @field_validator("target")
+    @classmethod
+    def _id_or_target(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("id"):
+            raise PydanticCustomError("argument_conflict", "give either id or target, not both")
+        return value
+
+    @field_validator("date")
+    @classmethod
+    def _date_for_daily(cls, value: Date | None, info: ValidationInfo) -> Date | None:
+        target = info.data.get("target") or "long_term"
+        if value is not None and not info.data.get("id") and target == "long_term":
+            raise PydanticCustomError("argument_conflict", "date applies to target daily")
+        return value
+
 
 class MemorySearchArgs(Strict):
     query: str = Field(min_length=1, max_length=RECALL_QUERY_MAX, description="Full-text query.")

@@ -11,24 +11,32 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import OperationalError, connection, models
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, models
 from django.db.models import signals
 from django.db.models.base import ModelState
 
 from . import counters
+
+
+def _db():
+    """The default database's connection itself. `django.db.connection` is a proxy that looks
+    it up (a thread- or task-local read, about a microsecond) on every attribute, and Django
+    reads a few attributes for each value it prepares: a write read it some thirty times."""
+    return connections[DEFAULT_DB_ALIAS]
+
 
 _INSERTS: dict[tuple[type, str], tuple[str, list, bool]] = {}
 _DATETIME = models.DateTimeField()  # to send a timestamp as the ORM would
 _STATEMENTS: dict[tuple, str] = {}
 
 
-def _insert_plan(model: type[models.Model]) -> tuple[str, list, bool]:
+def _insert_plan(model: type[models.Model], db) -> tuple[str, list, bool]:
     """`INSERT INTO table (every column) VALUES ({values})`, its fields, and whether the id is
     the database's (then read back with RETURNING)."""
-    key = (model, connection.vendor)
+    key = (model, db.vendor)
     plan = _INSERTS.get(key)
     if plan is None:
-        qn = connection.ops.quote_name
+        qn = db.ops.quote_name
         pk = model._meta.pk
         auto_pk = isinstance(pk, models.AutoField)
         fields = [f for f in model._meta.concrete_fields if not (auto_pk and f is pk)]
@@ -56,17 +64,17 @@ def _as_is(model: type[models.Model], fields: list) -> list[bool]:
     return flags
 
 
-def _insert_statement(obj: models.Model) -> tuple[str, list, bool]:
+def _insert_statement(obj: models.Model, db) -> tuple[str, list, bool]:
     """The INSERT of `obj` and its parameters. NULLs are written into the statement, not sent:
     a note has 39 columns, most of them empty, and psycopg re-parses a statement of more than
     50 parameters on every call (about a millisecond), so the note and its audit event in one
     statement stay under that. One statement text per pattern of empty columns."""
-    template, fields, auto_pk = _insert_plan(type(obj))
+    template, fields, auto_pk = _insert_plan(type(obj), db)
     values = []
     for field, as_is in zip(fields, _as_is(type(obj), fields), strict=True):
         value = getattr(obj, field.attname)
         if not (as_is and (value is None or type(value) is str)):
-            value = field.get_db_prep_save(value, connection=connection)
+            value = field.get_db_prep_save(value, connection=db)
         values.append(value)
     nulls = tuple(value is None for value in values)
     key = (template, nulls)
@@ -78,40 +86,42 @@ def _insert_statement(obj: models.Model) -> tuple[str, list, bool]:
     return sql, [value for value in values if value is not None], auto_pk
 
 
-def _saved(obj: models.Model) -> models.Model:
+def _saved(obj: models.Model, db) -> models.Model:
     obj._state.adding = False
-    obj._state.db = connection.alias
+    obj._state.db = db.alias
     return obj
 
 
 def insert(obj: models.Model) -> models.Model:
     """INSERT one new model instance with every concrete field, as `save(force_insert=True)`
     would, minus signals (no model here has any)."""
-    sql, params, auto_pk = _insert_statement(obj)
-    with connection.cursor() as cursor:
+    db = _db()
+    sql, params, auto_pk = _insert_statement(obj, db)
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         if auto_pk:
             obj.pk = cursor.fetchone()[0]
-    return _saved(obj)
+    return _saved(obj, db)
 
 
 def insert_pair(first: models.Model, second: models.Model) -> None:
     """INSERT two rows in one round trip on PostgreSQL (the first as a data-modifying CTE);
     elsewhere, two statements. The second row's auto id is read back."""
-    if connection.vendor != "postgresql":
+    db = _db()
+    if db.vendor != "postgresql":
         insert(first)
         insert(second)
         return
-    sql1, params1, auto1 = _insert_statement(first)
-    sql2, params2, auto2 = _insert_statement(second)
+    sql1, params1, auto1 = _insert_statement(first, db)
+    sql2, params2, auto2 = _insert_statement(second, db)
     if auto1:
         raise ValueError("insert_pair: the first row needs its own id")
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(f"WITH first_row AS ({sql1}) {sql2}", params1 + params2)
         if auto2:
             second.pk = cursor.fetchone()[0]
-    _saved(first)
-    _saved(second)
+    _saved(first, db)
+    _saved(second, db)
 
 
 @dataclass
@@ -127,7 +137,7 @@ class LockedSetting:
 
 def read_setting_row(project_id: int) -> LockedSetting | None:
     """The setting row as it is now, without a lock (step 1 of the write protocol)."""
-    with connection.cursor() as cursor:
+    with _db().cursor() as cursor:
         cursor.execute(
             "SELECT id, enabled, revocation_epoch, revision FROM project_memory_setting"
             " WHERE project_id = %s",
@@ -153,7 +163,8 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
     round trip instead of two. Django's psycopg cursors bind parameters on the client, so one
     query may hold several statements, and PostgreSQL (13 on) runs each statement of such a
     query under the statement_timeout in force when that statement starts."""
-    if connection.vendor != "postgresql":
+    db = _db()
+    if db.vendor != "postgresql":
         yield ""  # SQLite: the busy timeout is one wait already
         return
     from .errors import MemoryPortalError
@@ -161,9 +172,9 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
     bound = f"SET LOCAL statement_timeout = {int(settings.DB_LOCK_TIMEOUT_MS)}"
     # Server-side binding (an OPTIONS choice this project does not make) takes one statement.
     inline = inline and not restore
-    inline = inline and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+    inline = inline and not db.settings_dict["OPTIONS"].get("server_side_binding")
     if not inline:
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(bound)
     try:
         yield f"{bound}; " if inline else ""
@@ -174,7 +185,7 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
             ) from exc
         raise
     if restore:
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(f"SET LOCAL statement_timeout = {int(settings.DB_STATEMENT_TIMEOUT_MS)}")
 
 
@@ -184,10 +195,11 @@ def lock_and_bump(
     """Take the setting row's lock by bumping its revision (and adding `counted` to its note
     counters: the note about to be written), and read it back, in one statement. A write that
     then refuses or finds an identical note rolls the bump back with its transaction."""
-    value = _DATETIME.get_db_prep_save(now, connection=connection)
+    db = _db()
+    value = _DATETIME.get_db_prep_save(now, connection=db)
     adds, added = counters.sql_adds(counted or {})
     sets = ", ".join(["revision = revision + 1", "last_write_at = %s", *adds])
-    with bounded_lock_wait(restore=False, inline=True) as bound, connection.cursor() as cursor:
+    with bounded_lock_wait(restore=False, inline=True) as bound, db.cursor() as cursor:
         cursor.execute(
             f"{bound}UPDATE project_memory_setting SET {sets}"
             " WHERE project_id = %s RETURNING id, enabled, revocation_epoch, revision",
@@ -259,19 +271,20 @@ def write_check(
     note of the project with the same place identity or the same normalised content. With
     `call`, the call is also taken from its run's budget and counted `ok`: in the same
     statement on PostgreSQL (data-modifying CTEs), before it elsewhere."""
+    db = _db()
     params = [project_id, project_id, top_level_run_id, project_id, content_hash, content_key]
     sql = _WRITE_CHECK.format(taken="")
     used = None
-    if call is not None and connection.vendor != "postgresql":
+    if call is not None and db.vendor != "postgresql":
         used = call_consume_and_record(call.run_id, call.tool, call.budget, now=call.now)
     elif call is not None:
         counted = _COUNT_CALL.format(rows="SELECT %s, %s, 'ok', 1, %s FROM taken")
         sql = _TAKE_CALL.format(counted=counted) + _WRITE_CHECK.format(
             taken=", (SELECT tool_calls FROM taken)"
         )
-        now = _DATETIME.get_db_prep_save(call.now, connection=connection)
+        now = _DATETIME.get_db_prep_save(call.now, connection=db)
         params = [call.run_id, call.budget, call.run_id, call.tool, now, *params]
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     same = [
@@ -279,7 +292,7 @@ def write_check(
         for r in rows
         if r[2] is not None
     ]
-    if call is not None and connection.vendor == "postgresql":
+    if call is not None and db.vendor == "postgresql":
         used = rows[0][7]
     return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same, calls_used=used)
 
@@ -312,27 +325,27 @@ def _plain_init(model: type[models.Model]) -> bool:
     )
 
 
-def _from_row(model: type[models.Model], attnames: list[str] | None, values: list):
+def _from_row(model: type[models.Model], attnames: list[str] | None, values: list, db):
     """`model.from_db(alias, None, values)` for a row of every concrete column. With
     `attnames` (the model's init is plain, `_plain_init`), the instance is built as
     `Model.__init__` would leave it without its per-field work: each value set through a
     descriptor and two signals sent with no receiver cost about 30 µs a model, and the token
     check builds seven."""
     if attnames is None:
-        return model.from_db(connection.alias, None, values)
+        return model.from_db(db.alias, None, values)
     obj = model.__new__(model)
     obj._state = state = ModelState()
     state.adding = False
-    state.db = connection.alias
+    state.db = db.alias
     obj.__dict__.update(zip(attnames, values, strict=True))
     return obj
 
 
-def _select_plan(tables: tuple[Joined, ...], where: str) -> tuple[str, list]:
-    key = (tables, where, connection.vendor)
+def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, list]:
+    key = (tables, where, db.vendor)
     plan = _SELECTS.get(key)
     if plan is None:
-        qn = connection.ops.quote_name
+        qn = db.ops.quote_name
         columns, parts = [], []
         for table in tables:
             fields = table.model._meta.concrete_fields
@@ -341,7 +354,7 @@ def _select_plan(tables: tuple[Joined, ...], where: str) -> tuple[str, list]:
             converters = []
             for i, f in enumerate(fields):
                 col = f.get_col(table.alias)
-                found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+                found = db.ops.get_db_converters(col) + col.get_db_converters(db)
                 if found:
                     converters.append((i, col, found))
             attnames = [f.attname for f in fields] if _plain_init(table.model) else None
@@ -361,8 +374,9 @@ def select_joined(
     """The first row of `SELECT <every concrete column of each table> FROM … LEFT JOIN … WHERE
     where`, as one model instance per table (None where a join found no row), or None when no
     row matches. Relations between the instances are left for the caller to wire."""
-    sql, parts = _select_plan(tables, where)
-    with connection.cursor() as cursor:
+    db = _db()
+    sql, parts = _select_plan(tables, where, db)
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
@@ -377,8 +391,8 @@ def select_joined(
             continue
         for i, col, found in converters:
             for convert in found:
-                values[i] = convert(values[i], col, connection)
-        objects.append(_from_row(model, attnames, values))
+                values[i] = convert(values[i], col, db)
+        objects.append(_from_row(model, attnames, values, db))
     return objects
 
 
@@ -388,7 +402,7 @@ def select_joined(
 def call_consume(run_id: str, budget: int) -> int | None:
     """Take one call from the run's budget in one statement: the calls used so far, or None
     when the budget is spent."""
-    with connection.cursor() as cursor:
+    with _db().cursor() as cursor:
         cursor.execute(
             "UPDATE memory_run SET tool_calls = tool_calls + 1"
             " WHERE id = %s AND tool_calls < %s RETURNING tool_calls",
@@ -407,8 +421,9 @@ _COUNT_CALL = (
 
 def call_record(run_id: str, tool: str, outcome: str, *, now) -> None:
     """Count one call of `tool` with `outcome` in one statement (insert or add one)."""
-    value = _DATETIME.get_db_prep_save(now, connection=connection)
-    with connection.cursor() as cursor:
+    db = _db()
+    value = _DATETIME.get_db_prep_save(now, connection=db)
+    with db.cursor() as cursor:
         cursor.execute(
             _COUNT_CALL.format(rows="VALUES (%s, %s, %s, 1, %s)"), [run_id, tool, outcome, value]
         )

@@ -328,9 +328,9 @@ def _plain_init(model: type[models.Model]) -> bool:
 def _from_row(model: type[models.Model], attnames: list[str] | None, values: list, db):
     """`model.from_db(alias, None, values)` for a row of every concrete column. With
     `attnames` (the model's init is plain, `_plain_init`), the instance is built as
-    `Model.__init__` would leave it without its per-field work: each value set through a
-    descriptor and two signals sent with no receiver cost about 30 µs a model, and the token
-    check builds seven."""
+    `Model.__init__` would leave it without its per-field work (each value set through a
+    descriptor, two signals sent to no receiver): about 4 µs a model instead of 8, and the
+    token check builds up to seven on every call."""
     if attnames is None:
         return model.from_db(db.alias, None, values)
     obj = model.__new__(model)

@@ -38,7 +38,12 @@ def content_key_text(text: str) -> str:
     every run of whitespace one space, trimmed. Two texts a reader cannot tell apart map to
     the same key."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    visible = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    # No ASCII character is a format character: most notes skip the scan character by character.
+    visible = (
+        folded
+        if folded.isascii()
+        else "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    )
     return " ".join(visible.split())
 
 

@@ -16,6 +16,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.tasks import TaskResultStatus
@@ -37,6 +38,12 @@ DATABASE_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUE
 NOW = datetime(2026, 12, 2, 4, 5, tzinfo=UTC)
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def review_tasks():
+    """The queued reviews (a fact written under the database backend also queues its vector's
+    task: tests/memory/test_deferred_vectors.py)."""
+    return DBTaskResult.objects.filter(task_path=run_review_routine.module_path)
 
 
 def run_worker_until_empty() -> str:
@@ -85,7 +92,7 @@ def test_cron_only_queues_and_the_worker_runs_the_review(world):
     # Nothing of the review ran in the cron process: no claim, no review run, no change.
     assert not ReviewRun.objects.exists()
     assert not Run.objects.filter(task_key=REVIEW_TASK_KEY).exists()
-    queued = DBTaskResult.objects.get()
+    queued = review_tasks().get()
     assert queued.status == TaskResultStatus.READY
     assert queued.task_path == "memory_portal.memory.services.routines.run_review_routine"
     assert Note.objects.get(pk=seeded["old"].pk).status == "active"
@@ -93,7 +100,7 @@ def test_cron_only_queues_and_the_worker_runs_the_review(world):
     run_worker_until_empty()
 
     assert not DBTaskResult.objects.ready().exists()
-    done = DBTaskResult.objects.get()
+    done = review_tasks().get()
     assert done.status == TaskResultStatus.SUCCESSFUL, done.traceback
     review = ReviewRun.objects.get()
     assert done.return_value == review.pk
@@ -128,7 +135,7 @@ def test_run_now_in_the_dashboard_only_queues_and_the_worker_runs_it(world):
     # While it waits, another "Run now" is refused: one review at a time.
     again = client.post(url, follow=True)
     assert "already running" in again.content.decode()
-    assert DBTaskResult.objects.count() == 1
+    assert review_tasks().count() == 1
 
     run_worker_until_empty()
 
@@ -136,7 +143,7 @@ def test_run_now_in_the_dashboard_only_queues_and_the_worker_runs_it(world):
     assert claimed.status == "succeeded" and claimed.counts["merged"] == 1
     assert AuditEvent.objects.filter(action="routine.run_now").count() == 1
     assert AuditEvent.objects.get(action="routine.run").details["trigger"] == "manual"
-    assert DBTaskResult.objects.get().status == TaskResultStatus.SUCCESSFUL
+    assert review_tasks().get().status == TaskResultStatus.SUCCESSFUL
 
 
 @override_settings(TASKS=DATABASE_TASKS)
@@ -152,7 +159,7 @@ def test_cron_every_few_minutes_queues_a_routine_once(world):
         call_command("memory_run_due_routines", "--now", moment, stdout=out)
         outputs.append(out.getvalue())
     assert outputs[0].startswith("1 routine(s) due") and outputs[1].startswith("0 routine(s)")
-    assert DBTaskResult.objects.count() == 1
+    assert review_tasks().count() == 1
     assert ReviewRoutine.objects.get().next_run_at == datetime(2026, 12, 3, 4, tzinfo=UTC)
     run_worker_until_empty()
     assert ReviewRun.objects.get().status == "succeeded"
@@ -166,9 +173,12 @@ def test_a_queued_review_that_meets_a_manual_one_stays_due(world):
     seed_review_work(world)
     ReviewRoutine.objects.update(next_run_at=NOW - timedelta(minutes=5))
     assert services.routines_run_due(now=NOW) == [ReviewRoutine.objects.get().pk]
-    assert services.routine_run_now(
-        actor=world.as_member, agent=world.agent, now=NOW + timedelta(minutes=1)
-    ) is None
+    assert (
+        services.routine_run_now(
+            actor=world.as_member, agent=world.agent, now=NOW + timedelta(minutes=1)
+        )
+        is None
+    )
     run_worker_until_empty()
     assert list(ReviewRun.objects.values_list("trigger", "status")) == [("manual", "succeeded")]
     assert ReviewRoutine.objects.get().next_run_at == NOW, "due again"
@@ -221,9 +231,13 @@ def test_two_worker_processes_never_run_a_routine_twice_for_a_day(world, tmp_pat
                 actor=None, project=world.project, name=f"Runtime {i}", stage=Stage.RUNTIME
             )
         )
-    for agent in agents:
-        run = services.run_create(actor=None, agent=agent)
-        services.fact_save(actor=Actor.agent_run(run), text=f"{agent.name} deploys need the VPN")
+    # Without vectors, so that the queue holds the reviews alone (a fact written under the
+    # database backend queues its vector's task too: test_deferred_vectors.py).
+    with override_settings(MEMORY_PORTAL={**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": False}):
+        for agent in agents:
+            run = services.run_create(actor=None, agent=agent)
+            text = f"{agent.name} deploys need the VPN"
+            services.fact_save(actor=Actor.agent_run(run), text=text)
     routines = list(ReviewRoutine.objects.order_by("pk"))
     assert len(routines) == len(agents)
 
@@ -247,9 +261,7 @@ def test_two_worker_processes_never_run_a_routine_twice_for_a_day(world, tmp_pat
         for i, log in zip((1, 2), logs, strict=True)
     ]
     try:
-        _wait(
-            lambda: all("Starting worker" in log.read_text() for log in logs), 60, "both workers"
-        )
+        _wait(lambda: all("Starting worker" in log.read_text() for log in logs), 60, "both workers")
         with transaction.atomic():  # every copy appears in the queue at once
             for routine in routines:
                 for _ in range(2):  # what two overlapping cron calls enqueue, side by side

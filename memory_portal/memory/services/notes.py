@@ -43,7 +43,7 @@ from ..validation import (
     stamp_identity,
     tags_to_text,
 )
-from .vectors import stamp_vector
+from .vectors import deferred, embed_later, stamp_vector
 from .write import (
     WriteResult,
     _current_setting,
@@ -71,10 +71,17 @@ KEPT_ON_EDIT = (
 
 
 def _send(actor: Actor, project: Project, epoch: int, note: Note, *protocol, **more) -> WriteResult:
-    """A checked note's last steps outside the lock, then the write protocol (`_insert`)."""
+    """A checked note's last steps outside the lock, then the write protocol (`_insert`). Its
+    vector is computed first (never under the setting-row lock), or, where workers run tasks,
+    queued for one once the note is committed (services/vectors.py)."""
     _provenance(actor, note)
-    stamp_vector(note)  # before the transaction: never embed under the setting-row lock
-    return _insert(actor, project, epoch, note, *protocol, **more)
+    later = deferred()
+    if not later:
+        stamp_vector(note)
+    result = _insert(actor, project, epoch, note, *protocol, **more)
+    if later and result.created:
+        embed_later(result.note.pk)
+    return result
 
 
 def _today() -> date:

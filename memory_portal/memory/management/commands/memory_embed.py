@@ -10,11 +10,10 @@ nothing to do. Day rows are not embedded (recall does not score them).
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 from django.db.models import Q
 
 from memory_portal.memory.models import Kind, Note
-from memory_portal.memory.services.vectors import current_provider, embed_texts, note_text
+from memory_portal.memory.services.vectors import current_provider, store_vectors
 
 
 class Command(BaseCommand):
@@ -49,15 +48,11 @@ class Command(BaseCommand):
             if not rows:
                 break
             last = rows[-1][0]
-            blobs, name = embed_texts([note_text(s, c) for _, s, c in rows], embedder)
-            if not name:
+            stored, ran = store_vectors(rows, embedder)
+            if not ran:
                 failed += len(rows)
                 continue
-            with transaction.atomic():
-                for (pk, summary, content), blob in zip(rows, blobs, strict=True):
-                    done += Note.objects.filter(pk=pk, summary=summary, content=content).update(
-                        embedding=blob, embedding_model=name
-                    )
+            done += stored
             self.stdout.write(f"  {done} embedded")
         self.stdout.write(f"memory_embed: {done} notes embedded with {embedder.name}")
         if failed:

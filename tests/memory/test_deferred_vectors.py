@@ -4,8 +4,12 @@ queued once it is committed, and `db_worker` stores the vector the request would
 
 from __future__ import annotations
 
+from io import StringIO
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.tasks import TaskResultStatus
 from django.test import override_settings
 from django_tasks_db.models import DBTaskResult
@@ -13,6 +17,7 @@ from django_tasks_db.models import DBTaskResult
 from memory_portal.memory import embeddings, services
 from memory_portal.memory.embeddings import decode_many
 from memory_portal.memory.models import Note
+from memory_portal.memory.services import vectors
 from memory_portal.memory.services.vectors import deferred, embed_notes, store_vectors
 
 from .test_worker import DATABASE_TASKS, run_worker_until_empty
@@ -90,3 +95,20 @@ def test_the_task_is_idempotent_and_never_stores_a_vector_of_an_older_text(world
     assert embed_notes.call([note.pk]) == 1
     assert embed_notes.call([note.pk]) == 0, "a second run finds nothing to do"
     assert embed_notes.call(["mem_gone"]) == 0
+
+
+@override_settings(TASKS=DATABASE_TASKS)
+def test_a_queue_that_fails_after_the_write_loses_nothing(world, monkeypatch, caplog):
+    """The note is committed before its task is queued: a queue that refuses is logged, the
+    write still answers with its note, and memory_embed stores the vector later."""
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("queue down")
+
+    stub = SimpleNamespace(enqueue=refuse, get_backend=embed_notes.get_backend)
+    monkeypatch.setattr(vectors, "embed_notes", stub)
+    result = services.fact_save(actor=world.as_agent, text=FACT)
+    assert result.created and Note.objects.get(pk=result.note.pk).embedding is None
+    assert "could not queue the vector" in caplog.text
+    call_command("memory_embed", stdout=StringIO())
+    assert Note.objects.get(pk=result.note.pk).embedding is not None

@@ -115,5 +115,14 @@ def deferred() -> bool:
 
 
 def embed_later(note_id: str) -> None:
-    """Queue `embed_notes` for one note once the current transaction (if any) commits."""
-    transaction.on_commit(lambda: embed_notes.enqueue([note_id]))
+    """Queue `embed_notes` for one note once the current transaction (if any) commits. The
+    note is written by then: a queue that cannot take the task is logged, not raised (the
+    write succeeded; `memory_embed` stores what is missing)."""
+
+    def enqueue() -> None:
+        try:
+            embed_notes.enqueue([note_id])
+        except Exception:
+            log.exception("could not queue the vector of %s; memory_embed will store it", note_id)
+
+    transaction.on_commit(enqueue)

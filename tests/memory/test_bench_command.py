@@ -8,8 +8,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django_tasks_db.models import DBTaskResult
 
-from memory_portal.memory.models import AuditEvent, Note, Project
+from memory_portal.memory.models import AuditEvent, Note, Project, ReviewRun
 
 SCENARIOS = ("1 writer, 1 project", "8 writers, 1 project", "8 writers, 8 projects")
 
@@ -177,3 +178,35 @@ def test_memory_create_database_leaves_sqlite_alone():
     out = StringIO()
     call_command("memory_create_database", stdout=out)
     assert "SQLite" in out.getvalue()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_bench_reviews_runs_in_process_and_with_a_worker_and_checks_each_run():
+    out = StringIO()
+    call_command(
+        "memory_bench_reviews", "--agents", "4", "--facts", "3", "--workers", "1", stdout=out
+    )
+    text = out.getvalue()
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line[:2] in ("in", "1 ")}
+    assert set(rows) == {"in-process", "1"}, text
+    assert rows["in-process"][1] == "4" and rows["1"][2] == "4"  # agents
+    assert float(rows["in-process"][5]) > 0, "statements counted in-process"
+    # The correctness checks ran after each run: one succeeded review per routine, the
+    # planned work done, the counters equal to a fresh count.
+    checks = [line for line in text.splitlines() if "checks:" in line]
+    assert len(checks) == 2, text
+    for line in checks:
+        assert "4 reviews, one per routine, all succeeded" in line
+        assert "merged 1, renewed 1, expired 0, lifted 1 as planned" in line
+        assert "counters of 1 projects match a fresh count" in line
+    assert "Extrapolated linearly to 10,000 agents" in text
+    assert not Project.objects.filter(slug__startswith="bench-reviews-").exists()
+    assert not Note.objects.exists() and not ReviewRun.objects.exists()
+    assert not DBTaskResult.objects.exists()
+
+
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
+def test_bench_reviews_refuses_sqlite():
+    with pytest.raises(CommandError, match="DATABASE_URL"):
+        call_command("memory_bench_reviews", "--agents", "4")

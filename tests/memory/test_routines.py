@@ -310,9 +310,11 @@ def test_a_routine_that_cannot_start_leaves_no_fact(world, monkeypatch):
     with pytest.raises(RuntimeError):
         services.day_append(actor=world.as_agent, line="first line of the day")
     assert not Note.objects.filter(owner_agent=world.agent).exists()
-    assert not AuditEvent.objects.filter(project=world.project).filter(
-        action__in=["note.save", "day.create", "routine.create"]
-    ).exists()
+    assert (
+        not AuditEvent.objects.filter(project=world.project)
+        .filter(action__in=["note.save", "day.create", "routine.create"])
+        .exists()
+    )
 
 
 def test_the_first_day_line_starts_the_routine_audited(world):
@@ -343,3 +345,63 @@ def test_review_statements_do_not_grow_with_the_agents_facts(world):
     few = review_after(5, 0)
     many = review_after(55, 100)
     assert many == few and few <= 27
+
+
+def test_a_scheduled_review_with_changes_adds_only_their_read_and_updates(world, run_due):
+    """A review that merges, renews and expires costs the statements of one that changes
+    nothing plus four: the notes read again under the lock and one UPDATE per kind of change.
+    Their audit events go in the end's INSERT and the counters with the end's revision, one
+    UPDATE (16 + 4 = 20 on PostgreSQL, the issue's bound; docs/PERFORMANCE.md)."""
+    from django.db import connection as conn
+    from django.test.utils import CaptureQueriesContext
+
+    from memory_portal.memory import counters
+    from memory_portal.memory.models import MemorySetting
+
+    def scheduled_review(now) -> tuple[int, ReviewRun]:
+        ReviewRoutine.objects.update(next_run_at=now - timedelta(minutes=5))
+        routine = routine_of(world)
+        with CaptureQueriesContext(conn) as captured:
+            assert run_due(now) == [routine.pk]
+        # Not the test's savepoints: outside a test, the review's transactions are its own.
+        sent = [q for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]]
+        return len(sent), ReviewRun.objects.get(day=now.date())
+
+    fact(world, "Nothing to change here")
+    unchanged, review = scheduled_review(NOW)
+    assert review.counts["merged"] == review.counts["expired"] == 0
+
+    old = fact(world, "Deploy needs the VPN")
+    new = fact(world, "deploy needs the VPN.")
+    renewed, expired = fact(world, "Recalled recently"), fact(world, "Never recalled")
+    later = NOW + timedelta(days=1)
+    Note.objects.filter(pk__in=[renewed.id, expired.id]).update(
+        expires_at=later - timedelta(hours=1)
+    )
+    Note.objects.filter(pk=renewed.id).update(last_recalled_at=later - timedelta(days=2))
+    revision = MemorySetting.objects.get(project=world.project).revision
+    last_event_id = AuditEvent.objects.order_by("-id").values_list("id", flat=True)[0]
+    changed, review = scheduled_review(later)
+
+    counts = review.counts
+    assert (counts["merged"], counts["renewed"], counts["expired"]) == (1, 1, 1)
+    assert review.status == "succeeded"
+    assert changed == unchanged + 4
+    if connection.vendor == "postgresql":  # the cron call's one query for all due routines
+        assert (unchanged, changed) == (1 + 16, 1 + 20)
+    setting = MemorySetting.objects.get(project=world.project)
+    assert setting.revision == revision + 1, "one revision for the changes and the run's end"
+    assert {f: getattr(setting, f) for f in counters.FIELDS} == counters.recounted(world.project.pk)
+    assert Note.objects.get(pk=old.id).superseded_by_id == new.id
+    actions = list(
+        AuditEvent.objects.filter(id__gt=last_event_id)
+        .order_by("id")
+        .values_list("action", flat=True)
+    )
+    assert actions[-5:] == [
+        "note.merge",
+        "note.renew",
+        "note.expire",
+        "run.status",
+        "routine.run",
+    ]

@@ -36,15 +36,25 @@ from .review_plan import Review
 RENEW_FOR = timedelta(days=90)
 
 
-def apply_changes(actor: Actor, work: Review, setting) -> list[AuditEvent]:
+def apply_changes(actor: Actor, work: Review, setting) -> None:
     """Make the merges, renewals and expiries `work` planned, under the project's lock that
-    the caller holds: each note is read again under it, and one that changed since the read is
-    left alone (and not counted). Returns their audit events, unsaved."""
+    the caller holds, with their audit events and the counters' change."""
+    events, counted = _changed(actor, work, setting)
+    if work.changes:
+        bump(setting, counted=counted)
+    AuditEvent.objects.bulk_create(events)
+
+
+def _changed(actor: Actor, work: Review, setting) -> tuple[list[AuditEvent], dict[str, int]]:
+    """Update the notes `work` planned to change, under the project's lock that the caller
+    holds: each note is read again under it, and one that changed since the read is left alone
+    (and not counted). Returns their audit events, unsaved, and the change to the project's
+    counters, not made: the caller makes both with its own."""
     check_agent_gate(actor, setting, write=True)
     planned = {n.pk for d, k in work.merges for n in (d, k)}
     planned |= {n.pk for n in work.renew + work.expire}
     if not planned:
-        return []
+        return [], {}
     current = {
         pk: (expires_at, trust)
         for pk, expires_at, trust in Note.objects.select_for_update()
@@ -99,10 +109,7 @@ def apply_changes(actor: Actor, work: Review, setting) -> list[AuditEvent]:
     counted = counters.combined(
         *(counters.moved(counters.state_of(n), (Status.ARCHIVED, n.trust)) for n in retired)
     )
-    if work.changes:
-        bump(setting, counted=counted)
-    AuditEvent.objects.bulk_create(events)
-    return events
+    return events, counted
 
 
 def _event(actor, action, project, note, details) -> AuditEvent:
@@ -120,14 +127,16 @@ def finish(
 ) -> ReviewRun:
     """Record how a review run ended, in one transaction under the project's lock: the
     changes `work` still holds (when nothing was lifted), its run's status (its tokens
-    revoked, as every finished run's are), its counts, and the audit events."""
+    revoked, as every finished run's are), its counts, and the audit events — the changes'
+    and the end's in one INSERT, the revision and the counters in one UPDATE."""
     routine = review.routine
     agent = routine.agent
     run = review.run
     with transaction.atomic():
         setting = lock_setting(agent.project)
+        events, counted = [], {}
         if work is not None:
-            apply_changes(actor, work, setting)
+            events, counted = _changed(actor, work, setting)
             counts["merged"], counts["renewed"] = len(work.merges), len(work.renew)
             counts["expired"] = len(work.expire)
         finished = timezone.now()
@@ -136,7 +145,9 @@ def finish(
         )
         Run.objects.filter(pk=run.pk).update(status=status, finished_at=finished)
         run.status, run.finished_at = status, finished
-        bump(setting)  # producer status is visible on every note the run wrote
+        # The producer status is visible on every note the run wrote; one revision covers
+        # that and the changes.
+        bump(setting, counted=counted)
         review.status = status
         review.counts = counts
         review.run_ref = run.pk
@@ -148,6 +159,7 @@ def finish(
         run_status = {"status": status, "tokens_revoked": revoked}
         AuditEvent.objects.bulk_create(
             [
+                *events,
                 _event(None, AuditAction.RUN_STATUS, agent.project, None, run_status),
                 audit_event(
                     actor=actor,

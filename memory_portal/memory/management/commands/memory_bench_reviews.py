@@ -62,7 +62,7 @@ IMMEDIATE = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBa
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
 CRON_INTERVAL = 300.0  # seconds: the cron line of the README, every five minutes
 TARGET_AGENTS = 10_000
-POLL = 0.2  # seconds between looks at the review rows while the workers run
+POLL = 0.5  # seconds between looks at the review rows while the workers run
 
 
 class Statements:

@@ -188,10 +188,16 @@ def test_bench_reviews_runs_in_process_and_with_a_worker_and_checks_each_run():
         "memory_bench_reviews", "--agents", "4", "--facts", "3", "--workers", "1", stdout=out
     )
     text = out.getvalue()
-    rows = {line.split()[0]: line.split() for line in text.splitlines() if line[:2] in ("in", "1 ")}
+    rows = {
+        line.split()[0]: line.split()
+        for line in text.splitlines()
+        if line.startswith(("in-process ", "1 worker "))
+    }
     assert set(rows) == {"in-process", "1"}, text
     assert rows["in-process"][1] == "4" and rows["1"][2] == "4"  # agents
     assert float(rows["in-process"][5]) > 0, "statements counted in-process"
+    assert float(rows["1"][6]) > 0, "statements counted in the cron call and the worker"
+    assert "1 worker(s), statements per agent: the cron call" in text
     # The correctness checks ran after each run: one succeeded review per routine, the
     # planned work done, the counters equal to a fresh count.
     checks = [line for line in text.splitlines() if "checks:" in line]

@@ -4,6 +4,7 @@ the checks after a run, the `db_worker` processes of the fan-out, and CPU read f
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -363,8 +364,9 @@ def my_backend() -> int:
 
 
 class Workers:
-    """M `manage.py db_worker` processes on this database with MEMORY_PORTAL_TASKS=database,
-    started and ready (each has logged "Starting worker") before the clock starts."""
+    """M `db_worker` processes on this database with MEMORY_PORTAL_TASKS=database, started and
+    ready (each has logged "Starting worker") before the clock starts. Each runs what
+    `manage.py db_worker` runs, through benchworker.py, which counts its statements."""
 
     def __init__(self, count: int, logs: Path, tag: str):
         env = {
@@ -379,11 +381,14 @@ class Workers:
             "DB_CONN_MAX_AGE": "3600",
         }
         self.logs = [logs / f"worker-{tag}-{i}.log" for i in range(count)]
+        self.counts = [logs / f"worker-{tag}-{i}.json" for i in range(count)]
         self.procs = [
             subprocess.Popen(
                 [
                     sys.executable,
-                    "manage.py",
+                    "-m",
+                    "memory_portal.memory.management.benchworker",
+                    str(counted),
                     "db_worker",
                     "--no-reload",
                     "--no-startup-delay",
@@ -394,7 +399,7 @@ class Workers:
                 stdout=subprocess.DEVNULL,
                 stderr=log.open("w"),
             )
-            for i, log in enumerate(self.logs)
+            for i, (log, counted) in enumerate(zip(self.logs, self.counts, strict=True))
         ]
 
     def wait_ready(self, timeout: float = 120) -> None:
@@ -416,6 +421,14 @@ class Workers:
 
     def tracebacks(self) -> list[str]:
         return [log.read_text()[-800:] for log in self.logs if "Traceback" in log.read_text()]
+
+    def statements(self) -> dict[str, int]:
+        """The workers' statements, summed (benchworker.py), once they have stopped."""
+        total = {"all": 0, "in_tasks": 0, "tasks": 0}
+        for path in self.counts:
+            for key, n in json.loads(path.read_text()).items():
+                total[key] += n
+        return total
 
     def stop(self) -> None:
         for proc in self.procs:

@@ -14,7 +14,9 @@ same moment. Then the cron call, `routines_run_due(now=…)`:
 * fanned out, once per `--workers M`: with the database task backend the cron call only queues
   the reviews and M `manage.py db_worker` processes (MEMORY_PORTAL_TASKS=database, this
   database), started before the clock, run them; timed from the cron call until every review
-  is recorded finished, with the workers' CPU and their database backends'.
+  is recorded finished, with the workers' CPU and their database backends', and the statements
+  of the cron call and of the workers (each runs `db_worker` through benchworker.py, which counts
+  them).
 
 After every run it checks that each routine has exactly one review of the day, succeeded, that
 the reviews did the planned work, and that the projects' stored counters match a fresh count.
@@ -117,6 +119,7 @@ class Command(BaseCommand):
             raise CommandError("--agents, --facts and every --workers must be at least 1.")
         self.agents, self.facts, self.keep = agents, facts, keep
         self.by_kind: dict[str, list[tuple[int, float, float]]] = {}
+        self.worker_statements: dict[int, tuple[int, dict[str, int]]] = {}
         self.tag = uuid.uuid4().hex[:6]
         # One moment for every run, due for every agent of the run (and for nobody else).
         self.now = timezone.now().astimezone(UTC).replace(microsecond=0)
@@ -225,7 +228,8 @@ class Command(BaseCommand):
             backends0 = backend_cpu(exclude=mine)
             since = timezone.now()
             wcpu0, cpu0, t0 = workers.cpu(), time.process_time(), time.perf_counter()
-            with override_settings(TASKS=DATABASE):
+            counted = Statements()
+            with override_settings(TASKS=DATABASE), connection.execute_wrapper(counted):
                 assert not reviews_run_in_process()
                 queued = routines_run_due(now=self.now)
             cron = time.perf_counter() - t0
@@ -243,6 +247,10 @@ class Command(BaseCommand):
             db_cpu = sum(c - backends0.get(pid, 0.0) for pid, c in backends1.items())
         finally:
             workers.stop()
+        statements = workers.statements()
+        if statements["tasks"] != world.agents:
+            raise CommandError(f"the workers ran {statements['tasks']} tasks, not {world.agents}")
+        self.worker_statements[m] = (counted.n, statements)
         n, bad = task_results(since)
         bad += workers.tracebacks()
         if bad:
@@ -250,7 +258,8 @@ class Command(BaseCommand):
         if n != world.agents:
             raise CommandError(f"{n} review tasks were queued, not {world.agents}")
         label = f"{m} worker{'s' if m > 1 else ''}"
-        return Result(label, world.agents, seconds, cron, None, cpu, db_cpu, "")
+        total = counted.n + statements["all"]
+        return Result(label, world.agents, seconds, cron, total, cpu, db_cpu, "")
 
     # --- Output -------------------------------------------------------------------------------
 
@@ -276,9 +285,17 @@ class Command(BaseCommand):
             "wall s: from the cron call until every review is recorded finished; cron s: the "
             "cron call itself (in-process it runs the reviews); CPU: this process, plus the "
             "workers' for a fan-out (/proc, 10 ms ticks); DB CPU: the PostgreSQL backends "
-            "that did the work; statements: counted in this process (a fan-out's are the "
-            "workers')."
+            "that did the work; statements: counted with an execute_wrapper, in this process "
+            "(in-process) or in the cron call and the workers (fan-out: their start and idle "
+            "polls included)."
         )
+        for m, (cron, counts) in self.worker_statements.items():
+            n = counts["tasks"]
+            self.stdout.write(
+                f"{m} worker(s), statements per agent: the cron call {cron / n:.1f} (queueing), "
+                f"a task {counts['in_tasks'] / n:.1f} (the review and its result's row), the "
+                f"queue's polls and claims {(counts['all'] - counts['in_tasks']) / n:.1f}."
+            )
         if self.by_kind:
             self.stdout.write("")
             self.stdout.write("In-process, one review by what it finds (medians; the cron call's")

@@ -41,6 +41,7 @@ from memory_portal.memory.models import (
 from memory_portal.memory.recall.evaluation import load_dataset
 from memory_portal.memory.scale import Table
 from memory_portal.memory.services.notes import agent_note
+from memory_portal.memory.services.routines import run_review_routine
 from memory_portal.memory.services.vectors import embed_texts
 from memory_portal.memory.validation import FACT_MAX, day_row_identity
 
@@ -311,11 +312,13 @@ def counters_mismatched(project_ids: list[int]) -> list[int]:
 
 
 def task_results(since: datetime) -> tuple[int, list[str]]:
-    """The review tasks queued since `since`: how many, and the tracebacks of those that did
-    not succeed."""
+    """The review tasks queued since `since`, and the tracebacks of any task that failed (a
+    lifted fact's vector is a task of its own too, queued by its write)."""
     results = DBTaskResult.objects.filter(enqueued_at__gte=since)
-    bad = results.exclude(status="SUCCESSFUL").values_list("status", "traceback")
-    return results.count(), [f"{s}: {(t or '')[-300:]}" for s, t in bad]
+    reviews = results.filter(task_path=f"{run_review_routine.module_path}")
+    bad = results.filter(status="FAILED").values_list("task_path", "traceback")
+    unfinished = reviews.exclude(status="SUCCESSFUL").values_list("status", "traceback")
+    return reviews.count(), [f"{s}: {(t or '')[-300:]}" for s, t in [*bad, *unfinished]]
 
 
 def delete_world(world: World, since: datetime | None = None) -> None:

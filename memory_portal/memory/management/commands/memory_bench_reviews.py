@@ -248,7 +248,7 @@ class Command(BaseCommand):
         finally:
             workers.stop()
         statements = workers.statements()
-        if statements["tasks"] != world.agents:
+        if statements["tasks"] < world.agents:
             raise CommandError(f"the workers ran {statements['tasks']} tasks, not {world.agents}")
         self.worker_statements[m] = (counted.n, statements)
         n, bad = task_results(since)
@@ -290,11 +290,12 @@ class Command(BaseCommand):
             "polls included)."
         )
         for m, (cron, counts) in self.worker_statements.items():
-            n = counts["tasks"]
+            n = self.agents
             self.stdout.write(
                 f"{m} worker(s), statements per agent: the cron call {cron / n:.1f} (queueing), "
-                f"a task {counts['in_tasks'] / n:.1f} (the review and its result's row), the "
-                f"queue's polls and claims {(counts['all'] - counts['in_tasks']) / n:.1f}."
+                f"in the {counts['tasks']:,} tasks {counts['in_tasks'] / n:.1f} (the reviews, "
+                "their results' rows, any lifted fact's vector), the queue's polls and claims "
+                f"{(counts['all'] - counts['in_tasks']) / n:.1f}."
             )
         if self.by_kind:
             self.stdout.write("")

@@ -12,8 +12,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, models
-from django.db.models import signals
-from django.db.models.base import ModelState
 
 from . import counters
 
@@ -313,34 +311,6 @@ class Joined:
 _SELECTS: dict[tuple, tuple[str, list]] = {}
 
 
-def _plain_init(model: type[models.Model]) -> bool:
-    """Whether `Model.__init__` does nothing for `model` beyond storing each value under its
-    field's attname: no receiver of pre_init / post_init (Django connects some for image and
-    generic-relation fields) and no `__init__` or `from_db` of the model's own."""
-    return (
-        model.__init__ is models.Model.__init__
-        and model.from_db.__func__ is models.Model.from_db.__func__
-        and not signals.pre_init.has_listeners(model)
-        and not signals.post_init.has_listeners(model)
-    )
-
-
-def _from_row(model: type[models.Model], attnames: list[str] | None, values: list, db):
-    """`model.from_db(alias, None, values)` for a row of every concrete column. With
-    `attnames` (the model's init is plain, `_plain_init`), the instance is built as
-    `Model.__init__` would leave it without its per-field work (each value set through a
-    descriptor, two signals sent to no receiver): about 4 µs a model instead of 8, and the
-    token check builds up to seven on every call."""
-    if attnames is None:
-        return model.from_db(db.alias, None, values)
-    obj = model.__new__(model)
-    obj._state = state = ModelState()
-    state.adding = False
-    state.db = db.alias
-    obj.__dict__.update(zip(attnames, values, strict=True))
-    return obj
-
-
 def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, list]:
     key = (tables, where, db.vendor)
     plan = _SELECTS.get(key)
@@ -357,8 +327,7 @@ def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, list]
                 found = db.ops.get_db_converters(col) + col.get_db_converters(db)
                 if found:
                     converters.append((i, col, found))
-            attnames = [f.attname for f in fields] if _plain_init(table.model) else None
-            parts.append((table.model, len(fields), converters, attnames))
+            parts.append((table.model, len(fields), converters))
         first, *rest = tables
         sql = f"SELECT {', '.join(columns)} FROM {qn(first.model._meta.db_table)} {first.alias}"
         for table in rest:
@@ -383,7 +352,7 @@ def select_joined(
         return None
     objects: list[models.Model | None] = []
     start = 0
-    for model, width, converters, attnames in parts:
+    for model, width, converters in parts:
         values = list(row[start : start + width])
         start += width
         if values[0] is None and model._meta.concrete_fields[0].primary_key:
@@ -392,7 +361,7 @@ def select_joined(
         for i, col, found in converters:
             for convert in found:
                 values[i] = convert(values[i], col, db)
-        objects.append(_from_row(model, attnames, values, db))
+        objects.append(model.from_db(db.alias, None, values))
     return objects
 
 

@@ -27,9 +27,9 @@ from django_tasks_db.models import DBTaskResult
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import AuditEvent, Note, ReviewRoutine, ReviewRun, Run, Stage
+from memory_portal.memory.services._common import tasks_run_in_process
 from memory_portal.memory.services.routines import (
     REVIEW_TASK_KEY,
-    reviews_run_in_process,
     run_review_routine,
 )
 
@@ -77,9 +77,9 @@ def seed_review_work(world) -> dict:
 
 
 def test_the_switch_selects_the_backend(settings):
-    assert reviews_run_in_process(), "the default (make run) runs reviews where they are queued"
+    assert tasks_run_in_process(), "the default (make run) runs reviews where they are queued"
     with override_settings(TASKS=DATABASE_TASKS):
-        assert not reviews_run_in_process()
+        assert not tasks_run_in_process()
 
 
 @override_settings(TASKS=DATABASE_TASKS)

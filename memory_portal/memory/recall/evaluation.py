@@ -283,6 +283,11 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
     return "\n".join(out)
 
 
+def _unrelated_pick(o: QueryOutcome) -> str:
+    picked = ", ".join(f"{k} {s:.2f}" for k, s in o.picked)
+    return f"  ! {o.agent}: {o.query!r} picked {picked}"
+
+
 def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
     out = [
         f"Recall quality ({ev.scorer}) at threshold {ev.threshold:.2f}: {ev.facts} facts of "
@@ -311,9 +316,7 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
         f"unrelated  queries {queries:>3}  checked against every agent: "
         f"{sum(len(o.picked) for o in hits)} facts picked"
     )
-    for o in hits:
-        picked = ", ".join(f"{k} {s:.2f}" for k, s in o.picked)
-        out.append(f"  ! {o.agent}: {o.query!r} picked {picked}")
+    out += [_unrelated_pick(o) for o in hits]
     if ev.dev_unrelated:
         dev_hits = [o for o in ev.dev_unrelated if o.picked]
         out.append(
@@ -321,9 +324,7 @@ def format_report(ev: Evaluation, *, verbose: bool = False) -> str:
             f"{len({o.query for o in ev.dev_unrelated}):>3}: "
             f"{sum(len(o.picked) for o in dev_hits)} facts picked"
         )
-        for o in dev_hits:
-            picked = ", ".join(f"{k} {s:.2f}" for k, s in o.picked)
-            out.append(f"  ! {o.agent}: {o.query!r} picked {picked}")
+        out += [_unrelated_pick(o) for o in dev_hits]
 
     def table(label: str, figures: SetFigures) -> None:
         out.append("")

@@ -9,6 +9,8 @@ from contextvars import ContextVar
 
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
+from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, task_backends
+from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
 from .. import counters, fastsql
@@ -179,3 +181,10 @@ def locked_note(
 
 def is_manager(actor: Actor, project: Project) -> bool:
     return actor.is_person and actor_role(actor, project) == Role.MANAGER
+
+
+def tasks_run_in_process() -> bool:
+    """True when an enqueued task runs at once where it was enqueued (the immediate backend,
+    `make run`); False when it waits in the database for a `db_worker`
+    (MEMORY_PORTAL_TASKS=database). Every task here uses the default backend."""
+    return isinstance(task_backends[DEFAULT_TASK_BACKEND_ALIAS], ImmediateBackend)

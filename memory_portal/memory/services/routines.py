@@ -13,7 +13,6 @@ from datetime import date, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.tasks import TaskResultStatus, task
-from django.tasks.backends.immediate import ImmediateBackend
 from django.utils import timezone
 
 from .. import fastsql
@@ -22,7 +21,7 @@ from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
 from ..models import Agent, ReviewRoutine, ReviewRun, Run, RunStatus
-from ._common import audit, audit_event, lock_setting
+from ._common import audit, audit_event, lock_setting, tasks_run_in_process
 from .review_apply import apply_changes, finish, lift
 from .review_plan import (
     Review,
@@ -60,12 +59,6 @@ def run_review_routine(
         review_id=review_id,
     )
     return review.pk if review is not None else None
-
-
-def reviews_run_in_process() -> bool:
-    """True when an enqueued review runs at once where it was enqueued (the immediate
-    backend); False when it waits in a queue for a worker (MEMORY_PORTAL_TASKS=database)."""
-    return isinstance(run_review_routine.get_backend(), ImmediateBackend)
 
 
 def _routine_for(actor: Actor, agent: Agent) -> ReviewRoutine:
@@ -320,7 +313,7 @@ def routines_run_due(*, now: datetime | None = None) -> list[int]:
         .values_list("pk", flat=True)
     )
     args = {"day": now.date().isoformat(), "now": now.isoformat()}
-    if reviews_run_in_process():
+    if tasks_run_in_process():
         for routine_id in due:
             transaction.on_commit(
                 lambda routine_id=routine_id: run_review_routine.enqueue(

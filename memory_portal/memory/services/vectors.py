@@ -21,10 +21,10 @@ import logging
 from django.db import transaction
 from django.db.models import Q
 from django.tasks import task
-from django.tasks.backends.immediate import ImmediateBackend
 
 from ..embeddings import EmbeddingError, configured_name, encode, get_embedder, note_text
 from ..models import Note
+from ._common import tasks_run_in_process
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +109,7 @@ def embed_notes(note_ids: list[str]) -> int:
 def deferred() -> bool:
     """True when a write should leave its vector to a worker: embeddings are on and tasks are
     queued for `db_worker` processes rather than run where they are enqueued."""
-    return configured_name() is not None and not isinstance(
-        embed_notes.get_backend(), ImmediateBackend
-    )
+    return configured_name() is not None and not tasks_run_in_process()
 
 
 def embed_later(note_id: str) -> None:

@@ -41,7 +41,8 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from memory_portal.memory.models import ReviewRoutine
-from memory_portal.memory.services.routines import reviews_run_in_process, routines_run_due
+from memory_portal.memory.services._common import tasks_run_in_process
+from memory_portal.memory.services.routines import routines_run_due
 
 from ..benchreviews import (
     KINDS,
@@ -203,7 +204,7 @@ class Command(BaseCommand):
         task_finished.connect(finished)
         try:
             with override_settings(TASKS=IMMEDIATE):
-                assert reviews_run_in_process()
+                assert tasks_run_in_process()
                 backend = my_backend()
                 db0, cpu0, t0 = proc_cpu(backend), time.process_time(), time.perf_counter()
                 with connection.execute_wrapper(counted):
@@ -230,7 +231,7 @@ class Command(BaseCommand):
             wcpu0, cpu0, t0 = workers.cpu(), time.process_time(), time.perf_counter()
             counted = Statements()
             with override_settings(TASKS=DATABASE), connection.execute_wrapper(counted):
-                assert not reviews_run_in_process()
+                assert not tasks_run_in_process()
                 queued = routines_run_due(now=self.now)
             cron = time.perf_counter() - t0
             if sorted(queued) != world.routine_ids:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from memory_portal.memory.models import ReviewRun
 from memory_portal.memory.services import routines_run_due
-from memory_portal.memory.services.routines import reviews_run_in_process
+from memory_portal.memory.services._common import tasks_run_in_process
 
 
 class Command(BaseCommand):
@@ -31,7 +31,7 @@ class Command(BaseCommand):
             if timezone.is_naive(moment):
                 moment = timezone.make_aware(moment, timezone.get_current_timezone())
         enqueued = routines_run_due(now=moment)
-        if not reviews_run_in_process():
+        if not tasks_run_in_process():
             self.stdout.write(
                 f"{len(enqueued)} routine(s) due at {moment.isoformat()}, queued for the worker "
                 "(manage.py db_worker)"

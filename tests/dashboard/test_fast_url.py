@@ -13,6 +13,7 @@ from django.urls import NoReverseMatch, get_resolver, reverse
 from django.urls.converters import SlugConverter, StringConverter
 
 from memory_portal.dashboard import urls as dashboard_urls
+from memory_portal.dashboard.templatetags.fast_url import PlainReverser
 
 
 def _patterns(patterns, prefix=""):
@@ -43,15 +44,17 @@ def render(source: str, **context) -> str:
     return Template(source).render(Context(context))
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["p-1", "mem_01HX", "run_2", "x"],
-        ["alpha_beta", "0123456789", "zqx1xqz", "zqx0xqz"],  # a placeholder's look-alike
-        ["a b", "x/y", "ü", "?&"],  # quoted by reverse(): Django's answer
-    ],
-)
-def test_every_dashboard_url_is_what_django_writes(args):
+ARGS = [
+    ["p-1", "mem_01HX", "run_2", "x"],
+    ["alpha_beta", "0123456789", "zqx1xqz", "zqx0xqz"],  # a placeholder's look-alike
+    ["a b", "x/y", "ü", "?&"],  # quoted by reverse(): Django's answer
+    ["{0}", "a}", "b{", "c"],  # braces: not plain, and never a format field
+]
+
+
+def _cases(args):
+    """Each dashboard view name with `args` cut to its arity, and what Django's `reverse()`
+    makes of them (None: no match)."""
     for name, arity in _names_and_arity():
         view = f"dashboard:{name}"
         values = args[:arity]
@@ -59,6 +62,12 @@ def test_every_dashboard_url_is_what_django_writes(args):
             expected = reverse(view, args=values)
         except NoReverseMatch:
             expected = None
+        yield view, values, expected
+
+
+@pytest.mark.parametrize("args", ARGS)
+def test_every_dashboard_url_is_what_django_writes(args):
+    for view, values, expected in _cases(args):
         context = {"view": view, **{f"a{i}": v for i, v in enumerate(values)}}
         tag_args = " ".join(f"a{i}" for i in range(len(values)))
         ours = "{% load fast_url %}{% url view " + tag_args + " as u %}[{{ u }}]"
@@ -74,3 +83,15 @@ def test_no_match_is_an_error_without_as_and_nothing_with_it():
         render("{% load fast_url %}{% url 'dashboard:note' 'p' %}")
     assert render("{% load fast_url %}{% url 'dashboard:note' 'p' as u %}[{{ u }}]") == "[]"
     assert render("{% load fast_url %}{% url 'dashboard:project' slug='p' %}") == "/p/p/"
+
+
+@pytest.mark.parametrize("args", ARGS)
+def test_the_jinja_rows_url_is_what_django_writes(args):
+    """`url()` of the Jinja2 rows (PlainReverser) is `reverse()`, errors included."""
+    url = PlainReverser()
+    for view, values, expected in _cases(args):
+        if expected is None:
+            with pytest.raises(NoReverseMatch):
+                url(view, *values)
+        else:
+            assert url(view, *values) == expected

@@ -19,18 +19,46 @@ PLACEHOLDER = re.compile(r"zqx(\d+)xqz")  # letters and digits: any str or slug 
 _shapes: dict[tuple, list[str]] = {}
 
 
-def cached_reverse(view_name: str, args: list[str], current_app: str | None) -> str:
-    """`reverse(view_name, args=args)` for plain string arguments, from a shape reversed once
-    per view name, number of arguments, URL conf and script prefix: the URL split around its
-    placeholders, each argument put in its own."""
-    key = (get_urlconf(), get_script_prefix(), current_app, view_name, len(args))
+def _shape(key: tuple) -> str:
+    """The URL of `key` (URL conf, script prefix, current app, view name, number of arguments)
+    as a format string: reversed once with placeholders, which become `{0}`, `{1}`…"""
     shape = _shapes.get(key)
     if shape is None:
-        placeholders = [f"zqx{i}xqz" for i in range(len(args))]
-        url = reverse(view_name, args=placeholders, current_app=current_app)
-        shape = _shapes[key] = PLACEHOLDER.split(url)
-    # split() gives literal text at even places, a placeholder's index at odd ones
-    return "".join(part if i % 2 == 0 else args[int(part)] for i, part in enumerate(shape))
+        urlconf, _prefix, current_app, view_name, count = key
+        placeholders = [f"zqx{i}xqz" for i in range(count)]
+        url = reverse(view_name, urlconf=urlconf, args=placeholders, current_app=current_app)
+        # split() gives literal text at even places, a placeholder's index at odd ones
+        shape = _shapes[key] = "".join(
+            part.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + part + "}"
+            for i, part in enumerate(PLACEHOLDER.split(url))
+        )
+    return shape
+
+
+def cached_reverse(view_name: str, args: list[str], current_app: str | None) -> str:
+    """`reverse(view_name, args=args)` for plain string arguments, from a shape reversed once
+    per view name, number of arguments, URL conf and script prefix, each argument put in its
+    place."""
+    return _shape((get_urlconf(), get_script_prefix(), current_app, view_name, len(args))).format(
+        *args
+    )
+
+
+class PlainReverser:
+    """`url(view_name, *args)` of the dashboard's Jinja2 partials (dashboard/jinja.py): Django's
+    `reverse`, through the cache above when every argument is a plain id or slug. It reads the
+    URL conf and script prefix once, when made (once a row), not once a link. The dashboard's
+    namespace has one instance, so no current app is needed to find it."""
+
+    __slots__ = ("base",)
+
+    def __init__(self) -> None:
+        self.base = (get_urlconf(), get_script_prefix(), None)
+
+    def __call__(self, view_name: str, *args) -> str:
+        if all(isinstance(a, str) and PLAIN.fullmatch(a) for a in args):
+            return _shape((*self.base, view_name, len(args))).format(*args)
+        return reverse(view_name, args=args)
 
 
 class CachedURLNode(defaulttags.URLNode):

@@ -1,0 +1,34 @@
+"""`{% note_rows notes %}`: rows of the notes table, drawn by their Jinja2 template
+(templates/jinja2/dashboard/note_rows.html, dashboard/jinja.py) in one call, with the page's
+`project`, `access`, `next` and `oob`. Every page and htmx fragment that shows a note's row
+draws it through this tag: the notes table, the review queue and `row_response`."""
+
+from __future__ import annotations
+
+from django import template
+from django.template import engines
+from django.template.defaulttags import CsrfTokenNode
+from django.utils.safestring import SafeString, mark_safe
+
+from .fast_url import PlainReverser
+
+register = template.Library()
+_csrf_input = CsrfTokenNode()
+
+
+@register.simple_tag(takes_context=True)
+def note_rows(context, notes) -> SafeString:
+    rows = engines["jinja2"].env.get_template("dashboard/note_rows.html")
+    return mark_safe(
+        rows.render(
+            # A table's rows (django-tables2's BoundRows) or notes.
+            notes=[getattr(row, "record", row) for row in notes],
+            project=context["project"],
+            access=context["access"],
+            next=context.get("next", ""),
+            oob=context.get("oob", False),
+            url=PlainReverser(),
+            # Django's own {% csrf_token %}: the page's token, or nothing where there is none.
+            csrf_input=_csrf_input.render(context),
+        )
+    )

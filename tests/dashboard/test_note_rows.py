@@ -1,0 +1,140 @@
+"""The notes table's row (templates/jinja2/dashboard/note_rows.html, drawn by the
+`{% note_rows %}` tag) in every state a note can be in, for a manager and for a member: what
+each state shows and which actions each role is offered. The row's Jinja2 environment fails on
+any name it is not given, so drawing every branch here also checks nothing is missing."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+
+import pytest
+from django.template import defaultfilters
+from django.utils import timezone
+
+from memory_portal.dashboard.jinja import date_filter
+from memory_portal.memory import services
+
+from .conftest import save_fact, write_note
+
+SLUG = "acme-web"
+
+
+def _row(html: str, note_id: str) -> str:
+    match = re.search(rf'<tr id="note-{note_id}".*?</tr>', html, re.S)
+    assert match, f"no row for {note_id}"
+    return match.group(0)
+
+
+def _buttons(row: str) -> set[str]:
+    return set(re.findall(r'<button type="submit" class="btn[^"]*"[^>]*>([^<]+)</button>', row))
+
+
+@pytest.fixture
+def states(world):
+    """One note in each state, written through the services."""
+    notes = {}
+    notes["learned"] = write_note(world, "The deploy runs from the main branch only")
+    notes["reviewed"] = write_note(world, "Staging restores nightly at two in the morning")
+    services.note_approve(actor=world.as_manager, note_id=notes["reviewed"].pk)
+    notes["rejected"] = write_note(world, "The cache is flushed every minute")
+    services.note_reject(actor=world.as_manager, note_id=notes["rejected"].pk)
+    notes["vetoed"] = write_note(world, "Production passwords live in the wiki")
+    services.note_veto(actor=world.as_member, note_id=notes["vetoed"].pk)
+    notes["archived"] = write_note(world, "The old queue ran on a cron of its own")
+    services.note_archive(
+        actor=world.as_manager, note_id=notes["archived"].pk, reason="Queue <retired> & gone"
+    )
+    notes["superseded"] = write_note(world, "Builds take four minutes")
+    notes["edit"] = services.note_edit(
+        actor=world.as_manager, note_id=notes["superseded"].pk, content="Builds take six minutes"
+    ).note
+    notes["forgotten"] = write_note(world, "A customer's name was written here")
+    services.note_forget(actor=world.as_manager, note_id=notes["forgotten"].pk)
+    notes["fact"] = save_fact(world, "Answer in British English\nand keep it short")
+    notes["long"] = write_note(world, "Long " + "word " * 60)
+    services.notes_mark_recalled(
+        project=world.project,
+        note_ids=[notes["learned"].pk],
+        now=datetime(2026, 3, 4, 5, 6, tzinfo=UTC),
+    )
+    return notes
+
+
+@pytest.mark.parametrize("who", ["manager", "member"])
+def test_every_state_draws_its_row(who, states, world, manager_client, member_client):
+    client = manager_client if who == "manager" else member_client
+    manager = who == "manager"
+    html = client.get(f"/p/{SLUG}/?per_page=100").content.decode()
+    html += client.get(f"/p/{SLUG}/?status=forgotten").content.decode()
+    row = {name: _row(html, note.pk) for name, note in states.items()}
+
+    learned = row["learned"]
+    assert 'class="note-row status-active trust-learned"' in learned
+    assert 'title="Last recalled 2026-03-04 05:06 UTC">1</span>' in learned
+    assert _buttons(learned) == (
+        {"Approve", "Reject", "Veto", "Save edit", "Archive note", "Forget"}
+        if manager
+        else {"Veto", "Save edit", "Archive note"}
+    )
+    assert 'data-shortcut="a"' in learned if manager else 'data-shortcut="a"' not in learned
+    assert f'action="/p/{SLUG}/notes/{states["learned"].pk}/veto/"' in learned
+    assert 'name="csrfmiddlewaretoken"' in learned
+    assert "Never recalled" in row["reviewed"]
+
+    # A reviewed or rejected note is edited by a manager only; approve / reject what it is not.
+    assert ("Approve" not in _buttons(row["reviewed"])) and (
+        ("Reject" in _buttons(row["reviewed"])) == manager
+    )
+    assert ("Save edit" in _buttons(row["rejected"])) == manager
+    assert ("Approve" in _buttons(row["rejected"])) == manager
+
+    vetoed = row["vetoed"]
+    assert "is-vetoed" in vetoed and "Vetoed</span>" in vetoed
+    assert f"by {world.member.get_username()}</small>" in vetoed
+    assert _buttons(vetoed) == {"Undo"}
+
+    archived = row["archived"]
+    assert "Queue &lt;retired&gt; &amp; gone" in archived  # escaped, as every text
+    assert _buttons(archived) == ({"Unarchive", "Forget"} if manager else {"Unarchive"})
+
+    superseded = row["superseded"]
+    assert f'superseded by <a href="/p/{SLUG}/notes/{states["edit"].pk}/"' in superseded
+    assert "Unarchive" not in _buttons(superseded)
+    assert f"by {world.manager.get_username()}</span>" in row["edit"]
+
+    forgotten = row["forgotten"]
+    assert "status-forgotten" in forgotten
+    assert _buttons(forgotten) == ({"Restore"} if manager else set())
+
+    fact = row["fact"]
+    assert "Answer in British English<br>and keep it short" in fact
+    assert f'href="/p/{SLUG}/agents/{world.agent.pk}/">{world.agent.name}</a>' in fact
+    assert "exp. <time" in fact
+
+    long = row["long"]
+    assert '<details class="more"><summary>Long word' in long and "…</summary>" in long
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "America/St_Johns"])
+def test_the_rows_date_filter_is_djangos(zone):
+    """The row's `date` filter writes its formats by hand; it must write what Django's does,
+    in the current time zone."""
+    values = [
+        datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
+        datetime(2026, 12, 31, 23, 59, tzinfo=UTC),
+        date(2026, 7, 8),
+        None,
+        "",
+    ]
+    with timezone.override(zone):
+        for value in values:
+            for fmt in ("Y-m-d", "Y-m-d H:i", "c", "D j M"):
+                local = timezone.template_localtime(value) if value else value
+                try:
+                    expected = defaultfilters.date(local, fmt)
+                except TypeError:  # a time format for a date: Django's error, and ours
+                    with pytest.raises(TypeError):
+                        date_filter(value, fmt)
+                    continue
+                assert date_filter(value, fmt) == expected, (value, fmt)

@@ -16,17 +16,21 @@ from .conftest import day_log_yesterday, save_fact, write_note
 
 SLUG = "acme-web"
 # Session, user, project + setting, role (x2), counters (2), agents and applications for the
-# filter form, the page count and the page of rows.
-PROJECT_MEMORY_QUERIES = 12
+# filter form, the page count and the page of rows; then one query each for the owning agents,
+# the applications and the evidence repositories the page's rows name (selectors/notes.py,
+# ROW_FETCHED), whatever the number of rows.
+PROJECT_MEMORY_QUERIES = 14
 
 
 def varied_notes(world, count: int, start: int = 0) -> None:
     """Notes in every state a row can show: agent and person writes, reviewed, vetoed,
-    superseded, forgotten (with its recovery), expiring."""
+    superseded, forgotten (with its recovery), expiring, an application's."""
     for i in range(start, start + count):
         match i % 6:
-            case 0:
+            case 0 if i % 12:
                 write_note(world, f"Plain learned note {i}", tags=["a", "b"], step="plan")
+            case 0:
+                write_note(world, f"Application note {i}", scope="application")
             case 1:
                 note = write_note(world, f"Approved note {i}")
                 services.note_approve(actor=world.as_manager, note_id=note.pk)

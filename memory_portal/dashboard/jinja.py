@@ -2,7 +2,7 @@
 table's row, drawn 50 to 100 times a page, where Django's template engine spent most of the
 page's time. It offers the Django filters the row uses, with Django's output: `date`,
 `truncatechars` and `linebreaksbr`. Its `url()` is given with each row
-(templatetags/note_row.py)."""
+(templatetags/note_rows.py)."""
 
 from __future__ import annotations
 

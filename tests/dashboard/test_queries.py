@@ -15,11 +15,12 @@ from memory_portal.memory.models import AuditEvent
 from .conftest import day_log_yesterday, save_fact, write_note
 
 SLUG = "acme-web"
-# Session, user, project + setting, role (x2), counters (2), agents and applications for the
-# filter form, the page count and the page of rows; then one query each for the owning agents,
-# the applications and the evidence repositories the page's rows name (selectors/notes.py,
-# ROW_FETCHED), whatever the number of rows.
-PROJECT_MEMORY_QUERIES = 14
+# Session, user, the project with its setting and the person's role, the agents and the
+# applications of the filter form, the setting's counters, the page's count, its ids and its
+# rows: 9. Then one query each for the applications, the owning agents and the evidence
+# repositories the page's rows name (selectors/notes.py, ROW_FETCHED), whatever the number of
+# rows: 12 at most. (varied_notes names no evidence repository: 11 here.)
+PROJECT_MEMORY_QUERIES = 12
 
 
 def varied_notes(world, count: int, start: int = 0) -> None:

@@ -52,6 +52,18 @@ def test_search_ranks_full_text_matches_by_the_hybrid_score(world):
     assert tom.pk not in found and twilio.pk not in found
 
 
+def test_the_ranking_holds_in_a_page_and_inside_a_subquery(world):
+    """The hybrid order is an expression on the note's own id column: a page (offset) and a
+    subquery that takes the best note keep it."""
+    vpn = lesson(world, VPN)
+    again = lesson(world, VPN_AGAIN)
+    lesson(world, TOM)
+    ranked = selectors.notes_search(actor=world.as_agent, query="VPN staging deploy")
+    assert [n.pk for n in ranked[1:]] == [vpn.pk]
+    best = Note.objects.filter(pk__in=ranked.values("pk")[:1])
+    assert [n.pk for n in best] == [again.pk]
+
+
 def test_search_of_something_unknown_finds_nothing(world):
     lesson(world, TWILIO)
     lesson(world, VPN)

@@ -44,11 +44,15 @@ def cached_reverse(view_name: str, args: list[str], current_app: str | None) -> 
     )
 
 
+def _plain(args) -> bool:
+    return all(isinstance(a, str) and PLAIN.fullmatch(a) for a in args)
+
+
 class PlainReverser:
     """`url(view_name, *args)` of the dashboard's Jinja2 partials (dashboard/jinja.py): Django's
     `reverse`, through the cache above when every argument is a plain id or slug. It reads the
-    URL conf and script prefix once, when made (once a row), not once a link. The dashboard's
-    namespace has one instance, so no current app is needed to find it."""
+    URL conf and script prefix once, when made (once for a page's rows), not once a link.
+    The dashboard's namespace has one instance, so no current app is needed to find it."""
 
     __slots__ = ("base",)
 
@@ -56,7 +60,7 @@ class PlainReverser:
         self.base = (get_urlconf(), get_script_prefix(), None)
 
     def __call__(self, view_name: str, *args) -> str:
-        if all(isinstance(a, str) and PLAIN.fullmatch(a) for a in args):
+        if _plain(args):
             return _shape((*self.base, view_name, len(args))).format(*args)
         return reverse(view_name, args=args)
 
@@ -64,7 +68,7 @@ class PlainReverser:
 class CachedURLNode(defaulttags.URLNode):
     def render(self, context):
         args = [arg.resolve(context) for arg in self.args]
-        if self.kwargs or not all(isinstance(a, str) and PLAIN.fullmatch(a) for a in args):
+        if self.kwargs or not _plain(args):
             return super().render(context)
         try:  # the current app as Django's URLNode finds it
             current_app = context.request.current_app

@@ -11,25 +11,27 @@ from ..models import AuditEvent, Note, Project
 from .visibility import evidence_stale_annotation, note_not_found, notes_for_actor
 
 # What a table row shows of a note's relations. The origin run and its agent, and the people
-# who vetoed or wrote it, are joined; the application, the owning agent and the evidence
-# repository are read for the rows that have one, a small query each. With all eight joined,
-# PostgreSQL spent 4-10 ms planning the row query for about 1 ms of work; each join it loses
-# roughly halves that (docs/PERFORMANCE.md).
+# who vetoed or wrote it, are joined (with the open recovery record, an annotation); the
+# application, the owning agent and the evidence repository are read for the rows that name
+# one, a small query each. With all of them joined, PostgreSQL spent 4-10 ms planning the row
+# query for about 1 ms of work; each join it loses roughly halves that (docs/PERFORMANCE.md).
 ROW_JOINED = ("origin_run__agent", "vetoed_by", "created_by_user")
 ROW_FETCHED = ("application", "owner_agent", "evidence_repository")
 
 
+def _evidence_stale() -> ExpressionWrapper:
+    return ExpressionWrapper(evidence_stale_annotation(), output_field=BooleanField())
+
+
 def _with_row_columns(notes: QuerySet[Note]) -> QuerySet[Note]:
-    return notes.annotate(
-        evidence_stale=ExpressionWrapper(evidence_stale_annotation(), output_field=BooleanField()),
-        recovery_ref=F("recovery__id"),
-    )
+    return notes.annotate(evidence_stale=_evidence_stale(), recovery_ref=F("recovery__id"))
 
 
 def notes_table(*, actor: Actor, project: Project) -> QuerySet[Note]:
     """Every note of the project a member sees, with what a table row shows joined in one query:
     application, owner agent, origin run and its agent, evidence repository, who vetoed, who
-    created, the open recovery record and the evidence-stale flag."""
+    created, the open recovery record and the evidence-stale flag. For one note (its page);
+    a page of rows is `notes_rows`."""
     return _with_row_columns(
         notes_for_actor(actor=actor, project=project).select_related(*ROW_JOINED, *ROW_FETCHED)
     )
@@ -48,14 +50,10 @@ def notes_admin(*, actor: Actor, project: Project) -> QuerySet[Note]:
 def notes_table_ids(*, actor: Actor, project: Project) -> QuerySet[Note]:
     """The same rows as `notes_table`, without its joins: a page filters, sorts and counts
     these (one table, planned in microseconds), then loads only its own rows with
-    `notes_table(...).filter(pk__in=…)`. `evidence_stale` is an alias to filter on."""
+    `notes_rows`. `evidence_stale` is an alias to filter on."""
     return (
         notes_for_actor(actor=actor, project=project)
-        .alias(
-            evidence_stale=ExpressionWrapper(
-                evidence_stale_annotation(), output_field=BooleanField()
-            )
-        )
+        .alias(evidence_stale=_evidence_stale())
         .only("id")
     )
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import date
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import BooleanField, Q, QuerySet
+from django.db.models import BooleanField, F, Func, IntegerField, Q, QuerySet, TextField, Value
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast, Concat
 
 from ..actors import Actor
 from ..embeddings import embedding_settings
@@ -83,13 +85,24 @@ def _hybrid_ranked(qs: QuerySet[Note], text_qs: QuerySet[Note], query: str) -> Q
     return qs.filter(pk__in=ranked).order_by(_place_in(ranked).asc())
 
 
-def _place_in(ids: list[str]) -> RawSQL:
+def _place_in(ids: list[str]) -> Func:
     """A note's place in `ids`, as one parameter: a CASE with a WHEN for each of up to
-    SEARCH_RESULTS ids cost more to build and compile than the rest of the search."""
+    SEARCH_RESULTS ids cost more to build and compile than the rest of the search. The note's
+    id is `F("id")`, so Django names its column wherever the query ends up (a subquery too)."""
     if connection.vendor == "postgresql":
-        return RawSQL("array_position(%s::text[], project_memory_entry.id::text)", (ids,))
+        return Func(
+            Value(ids, output_field=ArrayField(TextField())),
+            Cast("id", TextField()),
+            function="array_position",
+            output_field=IntegerField(),
+        )
     # SQLite: where ",id," starts in ",id1,id2,…," (ids hold no comma).
-    return RawSQL("instr(%s, ',' || project_memory_entry.id || ',')", ("," + ",".join(ids) + ",",))
+    return Func(
+        Value("," + ",".join(ids) + ","),
+        Concat(Value(","), F("id"), Value(","), output_field=TextField()),
+        function="instr",
+        output_field=IntegerField(),
+    )
 
 
 def _full_text(qs: QuerySet[Note], query: str) -> QuerySet[Note]:

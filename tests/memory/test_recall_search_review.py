@@ -4,10 +4,12 @@ reports near-duplicates by meaning for the review queue and never merges them.""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from memory_portal.memory import selectors, services
-from memory_portal.memory.models import Note, Status
+from memory_portal.memory.models import Note, ReviewRun, RunStatus, Status
 from memory_portal.memory.services.review_plan import NEAR_DUPLICATE_COSINE
 
 TWILIO = (
@@ -98,6 +100,37 @@ def test_the_review_reports_near_duplicates_and_merges_nothing(world, settings):
     # Once a person archives one of them, the pair leaves the queue.
     services.note_archive(actor=world.as_manager, note_id=newer.pk, reason="duplicate")
     assert selectors.review_queue(actor=world.as_member, project=world.project).similar == []
+
+
+def test_the_queue_reads_only_each_agents_latest_review(world, django_assert_num_queries):
+    """A routine's older reviews do not count (their pairs may be stale), and reading the
+    latest costs the same statements whatever the length of the history."""
+    services.fact_save(actor=world.as_agent, text=VPN)
+    services.fact_save(actor=world.as_agent, text=VPN_AGAIN)
+    first = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    assert len(first.counts["near_duplicate_pairs"]) == 1
+    for days in range(1, 31):  # a month of older reviews that reported the same pair
+        ReviewRun.objects.create(
+            routine=first.routine,
+            day=first.day - timedelta(days=days),
+            trigger="schedule",
+            status=RunStatus.SUCCEEDED,
+            counts=first.counts,
+            started_at=first.started_at - timedelta(days=days),
+            finished_at=first.finished_at - timedelta(days=days),
+        )
+    with django_assert_num_queries(2):  # the routines' latest counts; the pairs' live notes
+        assert len(selectors.similar_pairs(project=world.project)) == 1
+    ReviewRun.objects.create(
+        routine=first.routine,
+        day=first.day,
+        trigger="manual",
+        status=RunStatus.SUCCEEDED,
+        counts={"near_duplicate_pairs": []},
+        started_at=first.finished_at + timedelta(seconds=1),
+        finished_at=first.finished_at + timedelta(seconds=2),
+    )
+    assert selectors.similar_pairs(project=world.project) == []
 
 
 def test_the_review_page_lists_near_duplicates(world, client):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from django.db.models import F, Q
+from django.db.models import F, JSONField, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from ..access import require_member
@@ -102,16 +102,27 @@ class SimilarPair:
 
 def similar_pairs(*, project: Project, limit: int = 25) -> list[SimilarPair]:
     """The near-duplicate pairs of each agent's latest finished daily review in the project
-    (`counts["near_duplicate_pairs"]`), closest first, where both facts are still live."""
-    latest: dict[int, list] = {}
-    runs = (
-        ReviewRun.objects.filter(routine__agent__project=project, finished_at__isnull=False)
-        .order_by("routine_id", "-finished_at")
-        .values_list("routine_id", "counts")
+    (`counts["near_duplicate_pairs"]`), closest first, where both facts are still live. One
+    query reads each routine's latest counts, not the project's whole review history."""
+    latest = (
+        ReviewRun.objects.filter(routine=OuterRef("pk"), finished_at__isnull=False)
+        .order_by("-finished_at", "-id")
+        .values("counts")[:1]
     )
-    for routine_id, counts in runs:
-        latest.setdefault(routine_id, (counts or {}).get("near_duplicate_pairs") or [])
-    pairs = sorted((p for ps in latest.values() for p in ps), key=lambda p: -p[2])
+    counts_of_routines = (
+        ReviewRoutine.objects.filter(agent__project=project)
+        .order_by("pk")
+        .annotate(latest=Subquery(latest, output_field=JSONField()))
+        .values_list("latest", flat=True)
+    )
+    pairs = sorted(
+        (
+            p
+            for counts in counts_of_routines
+            for p in (counts or {}).get("near_duplicate_pairs") or []
+        ),
+        key=lambda p: -p[2],
+    )
     ids = {i for p in pairs for i in p[:2]}
     live = Note.objects.filter(project=project, pk__in=ids, status=Status.ACTIVE).in_bulk()
     kept = [SimilarPair(live[a], live[b], c) for a, b, c in pairs if a in live and b in live]

@@ -301,4 +301,10 @@ def test_two_worker_processes_never_run_a_routine_twice_for_a_day(world, tmp_pat
     assert Run.objects.filter(task_key=REVIEW_TASK_KEY).count() == len(agents)
     assert AuditEvent.objects.filter(action="routine.run").count() == len(agents)
     for log in logs:
-        assert "Traceback" not in log.read_text(), log.read_text()
+        # No task failed while the workers ran. After SIGTERM, django-tasks-db's handler calls
+        # sys.exit() wherever the worker is, which is sometimes inside its own polling
+        # transaction's COMMIT; the traceback that prints then is the library's shutdown, with
+        # every task already finished (checked above), not a task's failure.
+        text = log.read_text()
+        running, _, _shutdown = text.partition("Received Terminated")
+        assert "Traceback" not in running, text

@@ -34,3 +34,13 @@ accesslog = "-" if os.environ.get("MEMORY_PORTAL_ACCESS_LOG", "") == "true" else
 errorlog = "-"
 # Behind the TLS-terminating proxy on the same host.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+def post_worker_init(worker):
+    """Before a worker takes its first request: the embedding model loaded and run once, and
+    the thread that stores written notes' vectors started, sweeping up any a killed worker left
+    without one (memory_portal/memory/services/vectors.py). A worker that replaces a crashed
+    one would otherwise load the model inside the first writes and recalls it serves."""
+    from memory_portal.memory.services.vectors import start_in_server
+
+    start_in_server()

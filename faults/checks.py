@@ -316,6 +316,17 @@ def bookkeeping_check(
     )
 
 
+def vectors_check(stored: int, without_vector: int, waited: float) -> Check:
+    """Every stored note has its vector, stored by the web processes after the writes'
+    commits, off the request; what the killed worker had not stored yet is swept up by the
+    worker that replaced it."""
+    return Check(
+        "every stored note gets its vector, off the request (the killed worker's too)",
+        stored > 0 and not without_vector,
+        f"{stored} stored; {without_vector} without a vector after {waited:.1f} s",
+    )
+
+
 def describe(record: Record) -> str:
     if record.status is None:
         return f"no answer ({record.failure}) after {record.latency:.2f} s"

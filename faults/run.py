@@ -50,6 +50,7 @@ GAP_SECONDS = 2.0  # quiet time between two faults' windows
 HOLD_SECONDS = 8.0
 OUTAGE_SECONDS = 3.0  # how long the database stays down in the stop / start fault
 TAIL_SECONDS = 6.0
+VECTOR_WAIT = 30.0  # how long the stored notes' vectors may take after the writers stop
 BUDGET_SECONDS = 480  # the whole suite, setup and cleanup included
 ADMIN = "faults-admin"
 
@@ -322,6 +323,7 @@ class Suite:
             (audit_floor,),
         )
         outcome = c.Outcome(records, stored)
+        vectors = self.vectors_stored()
         self.table = [
             [name, *c.summarize(outcome, group)]
             for name, group in c.phases(records, windows, PROJECTS[0])
@@ -330,8 +332,26 @@ class Suite:
             *fault_checks,
             *c.product_checks(outcome, windows, PROJECTS[0], marker_rows),
             c.bookkeeping_check(marker_rows, revisions_before, self.revisions(), audit_refs),
+            vectors,
             self.healthy_afterwards(master, health_token),
         ]
+
+    def vectors_stored(self) -> c.Check:
+        """Waits (up to VECTOR_WAIT seconds) for the vectors of the stored notes."""
+        started = time.monotonic()
+
+        def counts() -> tuple[int, int]:
+            return self.query(
+                "SELECT count(*), count(*) FILTER (WHERE embedding IS NULL) "
+                "FROM project_memory_entry WHERE content LIKE %s",
+                (f"Fault suite {self.nonce}:%",),
+            )[0]
+
+        stored, missing = counts()
+        while missing and time.monotonic() - started < VECTOR_WAIT:
+            time.sleep(0.5)
+            stored, missing = counts()
+        return c.vectors_check(stored, missing, time.monotonic() - started)
 
     def healthy_afterwards(self, master: int, token: str) -> c.Check:
         """Without a restart: the same master, a write, a read of it, the login page."""

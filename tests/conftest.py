@@ -31,6 +31,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def stored_vectors(monkeypatch):
+    """A written note's vector stored as soon as the write returns, in the test's own thread
+    and transaction: in production the background thread stores it after the commit
+    (services/vectors.py), but a test's transaction never commits, so that thread would never
+    be handed the note (tests/memory/test_recall_vectors.py runs the real thread)."""
+    from memory_portal.memory.services import vectors
+
+    monkeypatch.setattr(vectors, "store_later", lambda note_id: vectors.embed_notes.call([note_id]))
+
+
+@pytest.fixture
 def make_user(db):
     def make(username: str, *, superuser: bool = False):
         User = get_user_model()

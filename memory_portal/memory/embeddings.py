@@ -245,6 +245,20 @@ def get_embedder() -> MiniLMEmbedder | OpenAIEmbedder | None:
     return _builtin()
 
 
+def warm_up() -> None:
+    """Load the built-in model and run it once, when it is the configured provider, so a new
+    server process pays for the load (weights, tokenizer, numpy's first calls) before it takes
+    traffic rather than in its first requests. A model that cannot load is left to fail where
+    it is used, which falls back and says so."""
+    conf = embedding_settings()
+    if not conf["enabled"] or conf["url"]:
+        return
+    try:
+        _builtin().embed(["warm up"])
+    except EmbeddingError:
+        return
+
+
 class _VectorCache:
     """Vectors of fact texts by (provider, text): facts are embedded once per process, not
     once per recall. Bounded, least recently used out first."""

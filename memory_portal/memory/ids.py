@@ -13,6 +13,12 @@ def make_id(prefix: str) -> str:
     return f"{prefix}_{str(ULID()).lower()}"
 
 
+def id_floor(prefix: str, when: float) -> str:
+    """The smallest id with `prefix` made at `when` (a Unix time) or later: ids compare in the
+    order they were made, so `pk >= id_floor(…)` selects by creation time on the primary key."""
+    return f"{prefix}_{str(ULID.from_timestamp(when))[:10].lower()}{'0' * 16}"
+
+
 def new_agent_id() -> str:
     return make_id("agt")
 

@@ -1,6 +1,7 @@
 """Vectors left to a worker (docs/RECALL.md, "Stored vectors"): with MEMORY_PORTAL_TASKS=database
-a write embeds nothing in the request; the note is stored without a vector, `embed_notes` is
-queued once it is committed, and `db_worker` stores the vector the request would have."""
+a write embeds nothing in the request, nor in a thread of the web process; the note is stored
+without a vector, `embed_notes` is queued once it is committed, and `db_worker` stores the
+vector."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from memory_portal.memory import embeddings, services
 from memory_portal.memory.embeddings import decode_many
 from memory_portal.memory.models import Note
 from memory_portal.memory.services import vectors
-from memory_portal.memory.services.vectors import deferred, embed_notes, store_vectors
+from memory_portal.memory.services.vectors import embed_notes, store_vectors
 
 from .test_worker import DATABASE_TASKS, run_worker_until_empty
 
@@ -47,13 +48,18 @@ def no_model_in_this_process(monkeypatch):
     return calls
 
 
-def test_only_a_queue_of_workers_defers(settings):
-    assert not deferred(), "make run: tasks run where they are queued, so the write embeds"
-    off = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": False}
+def test_the_queue_or_the_background_thread_never_both(world, monkeypatch, settings):
+    handed: list[list[str]] = []
+    monkeypatch.setattr(vectors.background, "submit", handed.append)
+    note = services.fact_save(actor=world.as_agent, text=FACT).note
+    assert handed == [[note.pk]], "make run: the process's own thread stores it"
     with override_settings(TASKS=DATABASE_TASKS):
-        assert deferred()
-        with override_settings(MEMORY_PORTAL=off):
-            assert not deferred(), "no vectors at all: nothing to queue"
+        services.fact_save(actor=world.as_agent, text="Deploys go out on Tuesdays")
+    assert len(handed) == 1 and DBTaskResult.objects.count() == 1
+    off = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": False}
+    with override_settings(MEMORY_PORTAL=off):
+        services.fact_save(actor=world.as_agent, text="Deploys go out on Fridays")
+    assert len(handed) == 1, "no vectors at all: nothing handed over"
 
 
 @override_settings(TASKS=DATABASE_TASKS)

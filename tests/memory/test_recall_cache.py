@@ -22,6 +22,9 @@ from memory_portal.memory.recall.service import recall, score_facts
 from memory_portal.memory.selectors import AgentView
 from tests.conftest import build_world
 
+# Every note here has its vector stored when written (as the background thread does).
+pytestmark = pytest.mark.usefixtures("stored_vectors")
+
 QUERY = "Why does the staging deploy fail without the VPN?"
 FACTS = [
     "The staging deploy needs the VPN on",

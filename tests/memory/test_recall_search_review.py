@@ -12,6 +12,9 @@ from memory_portal.memory import selectors, services
 from memory_portal.memory.models import Note, ReviewRun, RunStatus, Status
 from memory_portal.memory.services.review_plan import NEAR_DUPLICATE_COSINE
 
+# Every note here has its vector stored when written (as the background thread does).
+pytestmark = pytest.mark.usefixtures("stored_vectors")
+
 TWILIO = (
     "Twilio SMS to Germany needs an alphanumeric sender ID registered in advance; messages from "
     "an unregistered ID are dropped silently."

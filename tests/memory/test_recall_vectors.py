@@ -1,13 +1,15 @@
 """Stored vectors (docs/RECALL.md, "Stored vectors"): every write path stores the note's
-embedding, computed outside the write's transaction; recall reads the stored vectors;
-`memory_embed` backfills what is missing or stale, idempotently."""
+embedding after its commit, off the request (the process's background thread); recall reads the
+stored vectors; `memory_embed` backfills what is missing or stale, idempotently."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import numpy as np
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
 from memory_portal.memory import embeddings, services
 from memory_portal.memory.embeddings import decode_many
@@ -16,6 +18,7 @@ from memory_portal.memory.portability import project_export, project_import
 from memory_portal.memory.recall import hybrid
 from memory_portal.memory.recall.facts import fact_cache
 from memory_portal.memory.recall.service import recall
+from memory_portal.memory.services import vectors
 
 FACT = (
     "Twilio SMS to Germany needs an alphanumeric sender ID registered in advance; messages from "
@@ -31,18 +34,18 @@ def _embeddings_on(settings):
 
 
 @pytest.fixture
-def embed_depth(monkeypatch):
-    """The transaction depth at each embedding call (the test itself runs inside one)."""
-    depths: list[int] = []
+def embed_threads(monkeypatch):
+    """The thread of each embedding call."""
+    threads: list[str] = []
     model = embeddings._builtin()
     real = type(model).embed
 
     def spy(self, texts):
-        depths.append(len(connection.atomic_blocks))
+        threads.append(threading.current_thread().name)
         return real(self, texts)
 
     monkeypatch.setattr(type(model), "embed", spy)
-    return depths
+    return threads
 
 
 def _stored(note_id: str) -> np.ndarray:
@@ -52,17 +55,92 @@ def _stored(note_id: str) -> np.ndarray:
     return decode_many([note.embedding])[0]
 
 
-def test_a_saved_fact_stores_its_vector_computed_outside_the_transaction(world, embed_depth):
-    outside = len(connection.atomic_blocks)
+@pytest.mark.django_db(transaction=True)
+def test_a_write_runs_no_model_and_its_vector_follows_from_the_background(
+    django_db_setup, make_user, embed_threads
+):
+    """The real thread, on committed rows: the request's thread embeds nothing; the note's
+    vector is stored by the process's background thread once the write has committed."""
+    from tests.conftest import build_world
+
+    world = build_world(make_user)
     note = services.fact_save(actor=world.as_agent, text=FACT).note
-    assert embed_depth == [outside]  # one embedding, before the write's transaction
+    written = services.note_write(actor=world.as_agent, kind="lesson", content="Retry twice.")
+    assert threading.current_thread().name not in embed_threads, "the request ran the model"
+    assert vectors.background.drain(timeout=30)
+    assert set(embed_threads) == {"memory-portal-vectors"}
     vector = _stored(note.pk)
+    _stored(written.note.pk)
     expected = embeddings._builtin().embed([FACT])[0]
     assert float(vector @ expected) > 0.999
 
 
-def test_every_text_writing_path_stores_a_vector(world, embed_depth):
-    outside = len(connection.atomic_blocks)
+@pytest.mark.django_db(transaction=True)
+def test_a_servers_thread_sweeps_up_the_vectors_a_killed_process_left(
+    django_db_setup, make_user, monkeypatch
+):
+    """Notes committed without a vector (their process died before storing it) are found by
+    the next server process's sweep at start; day rows and notes outside the window are not."""
+    from tests.conftest import build_world
+
+    world = build_world(make_user)
+    monkeypatch.setattr(vectors, "store_later", lambda note_id: None)  # the process "died"
+    lost = [
+        services.fact_save(actor=world.as_agent, text=FACT).note,
+        services.note_write(actor=world.as_agent, kind="lesson", content="Retry twice.").note,
+    ]
+    day = services.day_append(actor=world.as_agent, line="checked the deploy")
+    now = time.time()
+    assert vectors.missing_vectors(since=now - 60, until=now + 1) == [n.pk for n in lost]
+    assert vectors.missing_vectors(since=now + 1, until=now + 60) == []
+    worker = vectors.BackgroundVectors()
+    worker.start(sweep=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Note.objects.filter(
+        pk__in=[n.pk for n in lost], embedding__isnull=True
+    ).exists():
+        time.sleep(0.05)
+    for note in lost:
+        _stored(note.pk)
+    assert Note.objects.get(pk=day.pk).embedding is None
+    assert worker.drain(timeout=10)
+
+
+def test_the_background_thread_survives_a_failing_batch(caplog):
+    calls: list[list[str]] = []
+
+    def broken(note_ids):
+        calls.append(note_ids)
+        raise RuntimeError("database gone")
+
+    worker = vectors.BackgroundVectors(store=broken)
+    worker.submit(["mem_a"])
+    assert worker.drain(timeout=10)
+    worker.submit(["mem_b", "mem_c"])
+    assert worker.drain(timeout=10)
+    assert calls == [["mem_a"], ["mem_b", "mem_c"]]
+    assert "could not store the vectors of 1 notes" in caplog.text
+    assert worker.pending() == 0
+
+
+def test_the_background_thread_waits_out_an_unreachable_database(monkeypatch):
+    from django.db import OperationalError
+
+    tries: list[list[str]] = []
+
+    def flaky(note_ids):
+        tries.append(note_ids)
+        if len(tries) < 3:
+            raise OperationalError("the database system is shutting down")
+
+    worker = vectors.BackgroundVectors(store=flaky)
+    monkeypatch.setattr(worker, "RETRY_DELAYS", (0.01, 0.01, 0.01))
+    worker.submit(["mem_a"])
+    assert worker.drain(timeout=10)
+    assert tries == [["mem_a"]] * 3, "stored on the third try, then nothing more"
+
+
+def test_every_text_writing_path_stores_a_vector(world, stored_vectors, embed_threads):
     written = services.note_write(
         actor=world.as_agent, kind="lesson", content="Run the linters before pushing"
     ).note
@@ -73,21 +151,21 @@ def test_every_text_writing_path_stores_a_vector(world, embed_depth):
     edited = services.note_edit(
         actor=world.as_manager, note_id=replaced.pk, content="Deploys go out on Fridays"
     ).note
-    assert set(embed_depth) == {outside}
     for note in (written, old, replaced, edited):
         _stored(note.pk)
+    assert len(embed_threads) == 4, "one embedding for each new note, after its write"
     day = services.day_append(actor=world.as_agent, line="checked the deploy")
     assert Note.objects.get(pk=day.pk).embedding is None  # recall does not score day rows
 
 
-def test_embeddings_off_store_no_vector(world, settings):
+def test_embeddings_off_store_no_vector(world, settings, stored_vectors):
     settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": False}
     note = services.fact_save(actor=world.as_agent, text=FACT).note
     row = Note.objects.get(pk=note.pk)
     assert row.embedding is None and row.embedding_model == ""
 
 
-def test_a_failing_model_stores_the_note_without_a_vector(world, monkeypatch):
+def test_a_failing_model_stores_the_note_without_a_vector(world, monkeypatch, stored_vectors):
     def broken(self, texts):
         raise embeddings.EmbeddingError("model failed")
 
@@ -96,7 +174,7 @@ def test_a_failing_model_stores_the_note_without_a_vector(world, monkeypatch):
     assert Note.objects.get(pk=note.pk).embedding is None
 
 
-def test_recall_reads_the_stored_vector(world):
+def test_recall_reads_the_stored_vector(world, stored_vectors):
     """A stored vector is used as stored: replaced by the vector of another text, the fact is
     scored by that text's meaning."""
     note = services.fact_save(actor=world.as_agent, text=FACT).note
@@ -121,7 +199,7 @@ def test_recall_embeds_a_fact_without_a_stored_vector(world):
     assert [p.note.pk for p in result.memories] == [note.pk]
 
 
-def test_memory_embed_backfills_missing_and_stale_vectors_once(world, capsys):
+def test_memory_embed_backfills_missing_and_stale_vectors_once(world, capsys, stored_vectors):
     a = services.fact_save(actor=world.as_agent, text=FACT).note
     b = services.fact_save(actor=world.as_agent, text="The staging deploy needs the VPN on").note
     c = services.note_write(actor=world.as_agent, kind="fact", content="Tom writes Go").note

@@ -43,7 +43,7 @@ from ..validation import (
     stamp_identity,
     tags_to_text,
 )
-from .vectors import deferred, embed_later, stamp_vector
+from . import vectors
 from .write import (
     WriteResult,
     _current_setting,
@@ -71,16 +71,12 @@ KEPT_ON_EDIT = (
 
 
 def _send(actor: Actor, project: Project, epoch: int, note: Note, *protocol, **more) -> WriteResult:
-    """A checked note's last steps outside the lock, then the write protocol (`_insert`). Its
-    vector is computed first (never under the setting-row lock), or, where workers run tasks,
-    queued for one once the note is committed (services/vectors.py)."""
+    """A checked note's last step outside the lock, then the write protocol (`_insert`). A new
+    note's vector is stored after the commit, off the request's path (services/vectors.py)."""
     _provenance(actor, note)
-    later = deferred()
-    if not later:
-        stamp_vector(note)
     result = _insert(actor, project, epoch, note, *protocol, **more)
-    if later and result.created:
-        embed_later(result.note.pk)
+    if result.created:
+        vectors.store_later(result.note.pk)
     return result
 
 

@@ -23,6 +23,7 @@ ARCHIVE_REASON_MAX = 500
 SCRATCHPAD_TEXT_MAX = 1000
 RECALL_QUERY_MAX = 4000
 TASK_TEXT_MAX = 2000  # a run's task: its title and description together
+TASK_KEY_MAX = 64
 
 TAG_RE = re.compile(r"^[a-z0-9][a-z0-9._:/-]*$")
 
@@ -79,30 +80,45 @@ def reject_unstorable(field: str, value: str) -> str:
     return value
 
 
-def require_name(field: str, value: object, *, max_len: int = NAME_MAX) -> str:
-    """A display name (projects, applications, agents): one line of text, checked against its
-    column before the database sees it."""
-    if not isinstance(value, str):
-        raise invalid(field, f"{field} must be a string.")
-    name = reject_unstorable(field, value).strip()
-    if not name:
-        raise invalid(field, f"{field} must not be empty.", hint=f"Send {field} with visible text.")
-    if len(name) > max_len:
-        raise invalid(
-            field,
-            f"{field} has {len(name)} characters; the limit is {max_len}.",
-            hint=f"Shorten {field} to {max_len} characters.",
-        )
-    return name
+def _unprintable_in_line(value: str) -> str | None:
+    """The first control or format character of a one-line field (a name, a tag, a task key),
+    as U+XXXX, or None: such a field is shown in lists and menus, where a newline, a tab or a
+    direction override would change what a reader sees."""
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Cf"):
+            return f"U+{ord(ch):04X}"
+    return None
 
 
-def require_text(
-    field: str, value: object, *, max_len: int, too_long_code: str | None = None
+def gate(
+    field: str,
+    value: object,
+    *,
+    max_len: int,
+    line: bool = False,
+    required: bool = True,
+    too_long_code: str | None = None,
 ) -> str:
+    """The one check of every free-text field a person, an agent or a file sets (SPEC §2.9):
+    a string the database can store (no NUL, no lone surrogate); with `line`, one line without
+    control or format characters; trimmed (line endings unified); not empty unless not
+    `required` (then "" is allowed); at most `max_len` characters (`too_long_code` replaces
+    `memory_invalid` where the API names its own code); and no secret (`secret_in_memory`),
+    scanned as sent, before any case folding."""
     if not isinstance(value, str):
         raise invalid(field, f"{field} must be a string.")
     text = normalize_text(reject_unstorable(field, value))
+    if line:
+        bad = _unprintable_in_line(text)
+        if bad is not None:
+            raise invalid(
+                field,
+                f"{field} is one line of visible text; it holds {bad}.",
+                hint=f"Send {field} without control or formatting characters.",
+            )
     if not content_key_text(text):
+        if not required and not text:
+            return ""
         raise invalid(
             field,
             f"{field} must not be empty"
@@ -119,7 +135,20 @@ def require_text(
             f"{field} has {len(text)} characters; the limit is {max_len}.",
             hint=f"Shorten {field} to {max_len} characters.",
         )
+    check_no_secret(**{field: text})
     return text
+
+
+def require_name(field: str, value: object, *, max_len: int = NAME_MAX) -> str:
+    """A display name (projects, applications, agents): one line of visible text."""
+    return gate(field, value, max_len=max_len, line=True)
+
+
+def require_text(
+    field: str, value: object, *, max_len: int, too_long_code: str | None = None
+) -> str:
+    """A free text of one or more lines (content, a fact, a day line, a reason, an item)."""
+    return gate(field, value, max_len=max_len, too_long_code=too_long_code)
 
 
 def task_text(title: str, description: str) -> str:
@@ -131,14 +160,10 @@ def run_task(title: object, description: object) -> tuple[str, str]:
     """A run's task as stored, (title, description): both optional together; a description
     needs a title; the title is one line; at most TASK_TEXT_MAX characters together; text the
     database can store and no secret (the task is shown on the run page and fed to recall)."""
-    parts = []
-    for field, value in (("task.title", title), ("task.description", description)):
-        if value is None:
-            value = ""
-        if not isinstance(value, str):
-            raise invalid(field, f"{field} must be a string.")
-        parts.append(normalize_text(reject_unstorable(field, value)))
-    title_text, description_text = parts
+    title_text = gate("task.title", "" if title is None else title, max_len=TASK_TEXT_MAX,
+                      line=True, required=False)  # fmt: skip
+    description_text = gate("task.description", "" if description is None else description,
+                            max_len=TASK_TEXT_MAX, required=False)  # fmt: skip
     if not title_text and not description_text:
         return "", ""
     if not content_key_text(title_text):
@@ -146,10 +171,6 @@ def run_task(title: object, description: object) -> tuple[str, str]:
             "task.title",
             "task.title must not be empty when a task is given.",
             hint="Send the task's title (one line), and its description if there is one.",
-        )
-    if "\n" in title_text:
-        raise invalid(
-            "task.title", "task.title is one line.", hint="Put the details in task.description."
         )
     size = len(title_text) + len(description_text)
     if size > TASK_TEXT_MAX:
@@ -159,7 +180,6 @@ def run_task(title: object, description: object) -> tuple[str, str]:
             f"{TASK_TEXT_MAX}.",
             hint="Shorten the description to what this run must do; link the ticket for the rest.",
         )
-    check_no_secret(**{"task.title": title_text, "task.description": description_text})
     return title_text, description_text
 
 
@@ -197,9 +217,9 @@ def normalize_tags(value: object) -> list[str]:
     for raw in value:
         if not isinstance(raw, str):
             raise invalid("tags", "Every tag must be a string.")
-        tag = reject_unstorable("tags", raw).strip().lower()
-        if not tag or len(tag) > TAG_MAX:
+        if not raw.strip() or len(raw.strip()) > TAG_MAX:
             raise invalid("tags", f"Tags are 1–{TAG_MAX} characters.")
+        tag = gate("tags", raw, max_len=TAG_MAX, line=True).lower()
         if not TAG_RE.match(tag):
             raise invalid(
                 "tags",

@@ -1,18 +1,33 @@
 """An import file read and checked whole before anything is written (SPEC §3.5): every line
-against its model, then the rules of the file (one header first, references inside the file,
-the limits and the secret scan of the write protocol)."""
+against its model, then every value of every line through the live API's gate (text the
+database can store and no secret, times within the calendar in UTC, integers within their
+columns, tags as the API takes them), then the rules of the file against itself (one header
+first, unique ids, references inside the file, no note superseding itself, one recovery per
+note, one live copy of a note in its place, no live copy of content a person decided against)
+and the limits of the write protocol. Every problem names its line and field."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from .. import secrets
 from ..errors import MemoryPortalError
-from ..models import Kind, Scope, Target
-from ..validation import CONTENT_MAX, DAY_ROW_MAX, FACT_MAX, check_no_secret
+from ..models import REASON_VETOED, Kind, Scope, Status, Target, Trust
+from ..validation import (
+    CONTENT_MAX,
+    DAY_ROW_MAX,
+    FACT_MAX,
+    content_identity,
+    content_key_text,
+    normalize_tags,
+    unstorable,
+)
 from .format import (
     LINE,
     AgentLine,
@@ -58,9 +73,104 @@ def parse(lines: Iterable[str]) -> tuple[list[tuple[int, BaseModel]], list[tuple
     return records, errors
 
 
+INT_MAX = 2**31 - 1  # an integer column
+BIG_INT_MAX = 2**63 - 1  # a revision and the exporter's event ids (bigint)
+BIG_INTS = {"revision", "id"}
+
+
+def value_problems(field: str, value: object) -> Iterator[str]:
+    """What the live API would refuse in one value of a line, at any depth: text the database
+    cannot store or that looks like a secret, a time that leaves the calendar once converted to
+    UTC, an integer outside its column."""
+    if isinstance(value, BaseModel):
+        for name, inner in value:
+            yield from value_problems(f"{field}.{name}" if field else name, inner)
+    elif isinstance(value, str):
+        reason = unstorable(value)
+        if reason is not None:
+            yield f"{field} {reason}"
+        else:
+            rule = secrets.find_secret(value)
+            if rule is not None:
+                yield f"{field} looks like a secret (rule: {rule})"
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield from value_problems(f"{field}.{key}", key)
+            yield from value_problems(f"{field}.{key}", inner)
+    elif isinstance(value, list | tuple):
+        for index, inner in enumerate(value):
+            yield from value_problems(f"{field}[{index}]", inner)
+    elif isinstance(value, datetime):
+        try:
+            value.astimezone(UTC) if value.utcoffset() is not None else value.replace(tzinfo=UTC)
+        except OverflowError:
+            yield f"{field} lies outside the calendar once converted to UTC"
+    elif isinstance(value, int) and not isinstance(value, bool):
+        top = BIG_INT_MAX if field.rsplit(".", 1)[-1] in BIG_INTS else INT_MAX
+        if not -top - 1 <= value <= top:
+            yield f"{field} is out of range"
+
+
+def _refused(r: NoteLine) -> bool:
+    """Content a person decided against: forgotten, rejected or vetoed (SPEC §2.3)."""
+    return (
+        r.status == Status.FORGOTTEN
+        or r.trust == Trust.REJECTED
+        or (r.status == Status.ARCHIVED and r.archiveReason == REASON_VETOED)
+    )
+
+
+def _in_file_problems(records: list[tuple[int, BaseModel]]) -> Iterator[tuple[int, str]]:
+    """The file against itself: ids unique per kind of line, no note superseding itself, one
+    recovery per note, one live note per place and content, and no live copy of content
+    that the file itself says was forgotten, rejected or vetoed."""
+    keys = {AgentLine: "id", ApplicationLine: "slug", NoteLine: "id", RecoveryLine: "id"}
+    for kind, attribute in keys.items():
+        seen = Counter(getattr(r, attribute) for _, r in records if isinstance(r, kind))
+        for number, r in records:
+            value = getattr(r, attribute, None)
+            if isinstance(r, kind) and seen[value] > 1:
+                yield number, f"{attribute}: {value} appears {seen[value]} times in the file"
+    recovered = Counter(r.noteId for _, r in records if isinstance(r, RecoveryLine))
+    for number, r in records:
+        if isinstance(r, RecoveryLine) and recovered[r.noteId] > 1:
+            yield number, f"noteId: note {r.noteId} has {recovered[r.noteId]} recoveries"
+    places: dict[str, list[int]] = defaultdict(list)
+    contents: dict[str, list[tuple[int, NoteLine]]] = defaultdict(list)
+    for number, r in records:
+        if not isinstance(r, NoteLine):
+            continue
+        if r.id in (r.supersedesId, r.supersededById):
+            yield number, f"supersedesId: note {r.id} cannot supersede itself"
+        text = content_key_text(r.content)
+        contents[text].append((number, r))
+        if r.status == Status.ACTIVE and r.kind != Kind.DAY:
+            place = content_identity(
+                kind=r.kind, scope=r.scope, target=r.target, day=r.day,
+                application_id=r.application, owner_agent_id=r.ownerAgentId, content=r.content,
+            )  # fmt: skip
+            places[place].append(number)
+    for numbers in places.values():
+        for number in numbers[1:]:
+            yield number, f"content: the same live note as line {numbers[0]}"
+    for same in contents.values():
+        refused = [number for number, r in same if _refused(r)]
+        if not refused:
+            continue
+        for number, r in same:
+            if r.status == Status.ACTIVE and not _refused(r):
+                yield number, (
+                    f"content: live again, though line {refused[0]} says a person forgot, "
+                    "rejected or vetoed the same content"
+                )
+
+
 def check(records: list[tuple[int, BaseModel]], errors: list[tuple[int, str]]) -> None:
-    """Whole-file rules: the header first, one project, references inside the file, the
-    limits and the secret scan of the write protocol."""
+    """Whole-file rules: every value through the gate, the header first, one project, the file
+    against itself, references inside the file, the limits of the write protocol."""
+    for number, r in records:
+        errors.extend((number, problem) for problem in value_problems("", r))
+    errors.extend(_in_file_problems(records))
     if not records or not isinstance(records[0][1], HeaderLine):
         errors.append((records[0][0] if records else 1, "the first line must be the header"))
     apps = {r.slug for _, r in records if isinstance(r, ApplicationLine)}
@@ -114,7 +224,7 @@ def _note_problems(r: NoteLine, apps: set, agents: set, notes: set) -> list[str]
         if ref and ref not in notes:
             problems.append(f"note {ref} is not in the file")
     try:
-        check_no_secret(content=r.content, summary=r.summary, archiveReason=r.archiveReason)
+        normalize_tags(r.tags)
     except MemoryPortalError as err:
-        problems.append(err.message)
+        problems.append(f"tags: {err.message}")
     return problems

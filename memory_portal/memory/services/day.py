@@ -12,7 +12,7 @@ from ..access import (
 )
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..errors import MemoryPortalError, invalid
+from ..errors import MemoryPortalError
 from ..models import (
     Kind,
     Note,
@@ -22,9 +22,8 @@ from ..models import (
 from ..validation import (
     DAY_LINE_MAX,
     DAY_ROW_MAX,
-    check_no_secret,
     day_row_identity,
-    require_text,
+    gate,
     stamp_identity,
 )
 from ._common import audit, bump, lock_setting
@@ -50,10 +49,9 @@ def day_append(*, actor: Actor, line: str) -> Note:
     setting = _current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
-    text = require_text("line", line, max_len=DAY_LINE_MAX, too_long_code="memory_text_too_long")
-    if "\n" in text:
-        raise invalid("line", "A day line is one line.", hint="Send each line separately.")
-    check_no_secret(line=text)
+    text = gate(
+        "line", line, max_len=DAY_LINE_MAX, line=True, too_long_code="memory_text_too_long"
+    )
     now = timezone.now()
     today = now.date()
     stamped = " ".join(part for part in (now.strftime("%H:%M"), run.task_key, text) if part)

@@ -36,7 +36,6 @@ from ..selectors import (
 )
 from ..validation import (
     ARCHIVE_REASON_MAX,
-    check_no_secret,
     future_expiry,
     require_text,
 )
@@ -75,7 +74,6 @@ def note_archive(
     text = require_text("reason", reason, max_len=ARCHIVE_REASON_MAX)
     if text.lower() in RESERVED_REASONS:
         raise invalid("reason", f"The reason {text!r} is set by Memory Portal itself.")
-    check_no_secret(reason=text)
     with transaction.atomic():
         note, setting = locked_note(actor, note_id, project)
         check_agent_gate(actor, setting, write=True)

@@ -34,9 +34,11 @@ from ..selectors import (
 from ..validation import (
     CONTENT_MAX,
     FACT_MAX,
+    PATH_MAX,
     check_no_secret,
     check_payload_size,
     future_expiry,
+    gate,
     normalize_tags,
     optional_summary,
     require_text,
@@ -103,6 +105,7 @@ def _resolve_evidence(
         raise invalid("evidence.path", "evidence.path is required.")
     if quote is not None and not isinstance(quote, str):
         raise invalid("evidence.quote", "evidence.quote must be a string.")
+    gate("evidence.path", path, max_len=PATH_MAX, line=True)
     if application is None:
         raise MemoryPortalError(
             "memory_evidence_invalid",
@@ -173,10 +176,8 @@ def note_write(
     summary_text = optional_summary(summary)
     tag_list = normalize_tags(tags)
     check_payload_size(content=text, summary=summary_text, tags=tag_list, evidence=evidence)
+    # content, summary and tags were scanned by their gates; the quote is checked here.
     check_no_secret(
-        content=text,
-        summary=summary_text,
-        tags=" ".join(tag_list),
         **{"evidence.quote": (evidence or {}).get("quote") if isinstance(evidence, dict) else None},
     )
     application = run.application if run.application_id else None
@@ -218,7 +219,6 @@ def fact_save(
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     fact = require_text("text", text, max_len=FACT_MAX, too_long_code="memory_text_too_long")
-    check_no_secret(text=fact)
     now = timezone.now()
     if expires_at is None:
         expires_at = now + timedelta(days=settings.MEMORY_PORTAL["FACT_DEFAULT_EXPIRY_DAYS"])
@@ -257,7 +257,6 @@ def note_edit(
     limit = FACT_MAX if old.scope == Scope.AGENT else CONTENT_MAX
     code = "memory_text_too_long" if old.scope == Scope.AGENT else None
     text = require_text("content", content, max_len=limit, too_long_code=code)
-    check_no_secret(content=text)
     epoch = _current_setting(actor, old.project).revocation_epoch
     note = Note(content=text, **{name: getattr(old, name) for name in KEPT_ON_EDIT})
     stamp_identity(note)

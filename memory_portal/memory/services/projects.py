@@ -33,7 +33,7 @@ from ..models import (
     StartRecall,
     Status,
 )
-from ..validation import PATH_MAX, SLUG_MAX, reject_unstorable, require_name
+from ..validation import PATH_MAX, SLUG_MAX, gate, require_name
 from ._common import audit, audit_event, bump, lock_setting
 
 
@@ -261,7 +261,7 @@ def repository_create(*, actor: Actor | None, slug: str, path: str) -> Repositor
     slug = _slug("id", slug)
     if not isinstance(path, str) or not path or len(path) > PATH_MAX:
         raise invalid("path", f"path must be 1–{PATH_MAX} characters.")
-    reject_unstorable("path", path)
+    gate("path", path, max_len=PATH_MAX, line=True)
     if Repository.objects.filter(slug=slug).exists():
         raise invalid("id", f"Repository {slug} already exists.")
     evidence_checks.resolve_commit(repo_path=path, revision="HEAD")

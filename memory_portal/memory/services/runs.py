@@ -24,7 +24,7 @@ from ..models import (
     ScratchpadItem,
     Stage,
 )
-from ..validation import check_no_secret, reject_unstorable, require_name, run_task
+from ..validation import TASK_KEY_MAX, gate, require_name, run_task
 from ._common import audit, bump, lock_setting
 
 STEP_MAX = 100  # Note.step and Run.current_step
@@ -69,9 +69,7 @@ def run_create(
         require_manager(actor, agent.project)
     if parent is not None and parent.project_id != agent.project_id:
         raise invalid("parentRunId", "The parent run belongs to another project.")
-    if len(task_key) > 64:
-        raise invalid("taskKey", "taskKey holds at most 64 characters.")
-    reject_unstorable("taskKey", task_key)
+    task_key = gate("taskKey", task_key or "", max_len=TASK_KEY_MAX, line=True, required=False)
     task_title, task_description = run_task(task_title, task_description)
     with transaction.atomic():
         run = Run(
@@ -103,10 +101,7 @@ def run_update(
     if status is not None and status not in RunStatus.values:
         raise invalid("status", "status must be running, succeeded or failed.")
     if step is not None:
-        if not isinstance(step, str) or len(step) > STEP_MAX or "\n" in step:
-            raise invalid("step", f"step is one line of at most {STEP_MAX} characters.")
-        step = reject_unstorable("step", step).strip()
-        check_no_secret(step=step)
+        step = gate("step", step, max_len=STEP_MAX, line=True, required=False)
     with transaction.atomic():
         setting = lock_setting(run.project)
         run = Run.objects.select_for_update().select_related("project").get(pk=run.pk)

@@ -10,7 +10,7 @@ from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import ScratchpadItem
-from ..validation import SCRATCHPAD_TEXT_MAX, check_no_secret, require_text
+from ..validation import SCRATCHPAD_TEXT_MAX, require_text
 from ._common import audit, bump, lock_setting
 
 SCRATCHPAD_MAX_ITEMS = 100
@@ -25,7 +25,6 @@ def scratchpad_add(*, actor: Actor, text: str) -> ScratchpadItem:
     _agent_only(actor)
     run = actor.run
     body = require_text("text", text, max_len=SCRATCHPAD_TEXT_MAX)
-    check_no_secret(text=body)
     with transaction.atomic():
         setting = lock_setting(run.project)
         check_agent_gate(actor, setting, write=True)

@@ -24,6 +24,9 @@ CHROMIUM_ARGS = [
 ]
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+# Playwright's 5 s default fails on a loaded 2-core machine (a live server, Chromium and the
+# suite share it): actions and expect() wait up to this long; a passing test does not wait it.
+TIMEOUT_MS = 30_000
 SKIP_REASON = (
     "browser tests need Debian's Chromium at /usr/bin/chromium "
     "(apt-get install -y chromium) and the playwright package"
@@ -51,8 +54,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def browser():
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=TIMEOUT_MS)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
@@ -92,7 +96,7 @@ def open_page(browser, live_server):
     def open_(user=None, width: str = "desktop") -> BrowserPage:
         w, h = WIDTHS[width]
         context = browser.new_context(viewport={"width": w, "height": h})
-        context.set_default_timeout(5000)
+        context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         if user is not None:
             client = Client()

@@ -10,7 +10,7 @@ from memory_portal.memory import services
 from memory_portal.memory.models import MemorySetting, Note, Trust
 
 from ..dashboard.conftest import day_log_yesterday, save_fact, write_note, write_notes
-from .conftest import SKIP_REASON
+from .conftest import SKIP_REASON, TIMEOUT_MS
 
 expect = pytest.importorskip("playwright.sync_api", reason=SKIP_REASON).expect
 
@@ -187,6 +187,7 @@ def test_works_without_javascript(world, browser, live_server):
     client = Client()
     client.force_login(world.member)
     context = browser.new_context(java_script_enabled=False)
+    context.set_default_timeout(TIMEOUT_MS)
     context.add_cookies(
         [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
     )

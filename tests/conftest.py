@@ -3,6 +3,10 @@ small factories. No fixture files."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -10,6 +14,14 @@ from django.db import connection
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import MemorySetting, Role, Stage
+
+_TEST_DB_FOLDER = pytest.StashKey[str]()
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(_TEST_DB_FOLDER, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_configure(config):
@@ -22,12 +34,32 @@ def pytest_configure(config):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+    # SQLite tests use a database file, as production does, not Django's shared-cache in-memory
+    # database: there a read that meets another connection's write fails at once ("database
+    # table is locked") instead of reading the last commit, which the background vector thread
+    # and a live server's requests would hit (WAL lets readers and one writer work together).
+    default = settings.DATABASES["default"]
+    if default["ENGINE"] == "django.db.backends.sqlite3":
+        folder = tempfile.mkdtemp(prefix="memory-portal-tests-")
+        config.stash[_TEST_DB_FOLDER] = folder
+        default["TEST"] = {**default.get("TEST", {}), "NAME": os.path.join(folder, "test.sqlite3")}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("postgres") and connection.vendor != "postgresql":
             item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL"))
+
+
+@pytest.fixture(autouse=True)
+def _vectors_settled():
+    """A test that commits notes (a live server, a transactional test) hands their vectors to
+    the background thread; let it finish before the test's database is flushed, so no thread
+    writes into the next test."""
+    yield
+    from memory_portal.memory.services import vectors
+
+    assert vectors.background.drain(timeout=60), "the vector thread did not settle"
 
 
 @pytest.fixture

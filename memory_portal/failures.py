@@ -63,3 +63,20 @@ def server_error(request) -> HttpResponse:
     """handler500: Django calls it while handling the exception, so it is still at hand
     (Django has logged it already)."""
     return failure_response(request, sys.exc_info()[1])
+
+
+def bad_request(request, exception) -> HttpResponse:
+    """handler400 (a Host that is not served, a malformed request Django refuses before any
+    view): the API's envelope under /api/ and /mcp, Django's page elsewhere."""
+    if not is_api(request):
+        from django.views.defaults import bad_request as page
+
+        return page(request, exception)
+    refusal = MemoryPortalError(
+        "memory_invalid",
+        "The request was refused before it reached the API (its Host header is not one this "
+        "server answers, or it is malformed).",
+        hint="Call the server by the host name it is configured for (ALLOWED_HOSTS).",
+        field="Host",
+    )
+    return JsonResponse({"error": refusal.as_dict()}, status=400)

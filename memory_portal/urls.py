@@ -8,6 +8,7 @@ from memory_portal.api.api import api, unknown_route
 from memory_portal.api.mcp_server import mcp_view
 from memory_portal.dashboard import views as dashboard_views
 
+handler400 = "memory_portal.failures.bad_request"
 handler500 = "memory_portal.failures.server_error"
 
 urlpatterns = [

@@ -10,6 +10,7 @@ the request's thread (sync_to_async, thread_sensitive), where Django's connectio
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from typing import Any
@@ -21,6 +22,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 
 from memory_portal.failures import INTERNAL_ERROR
 from memory_portal.memory.actors import Actor
@@ -47,7 +49,9 @@ def operations_for(actor: Actor) -> list[Operation]:
     offer = http_tools.tools_offer(actor)
     if not (offer.enabled and offer.eligible):
         return []
-    memory = MEMORY_OPERATIONS if actor.can_write else v1.READ_ONLY_OPERATIONS
+    # A reviewer, like a read-only token, is refused every write: it is offered the reads.
+    writes = actor.can_write and not actor.run.agent.is_reviewer
+    memory = MEMORY_OPERATIONS if writes else v1.READ_ONLY_OPERATIONS
     return [*offer.tools, *memory]
 
 
@@ -57,8 +61,13 @@ def input_schema(operation: Operation) -> dict:
 
 
 def refusal_result(exc: MemoryPortalError) -> types.CallToolResult:
+    """A refusal as a tool error: the API's envelope, plus `retryAfter` (seconds) for the
+    retryable ones, which over HTTP is the Retry-After header."""
+    body = exc.as_dict()
+    if exc.retry_after:
+        body["retryAfter"] = exc.retry_after
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(exc.as_dict()))], is_error=True
+        content=[types.TextContent(type="text", text=json.dumps(body))], is_error=True
     )
 
 
@@ -140,7 +149,9 @@ def build_server(actor: Actor) -> Server:
 
     async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         if params.name != START_PROMPT:
-            raise ValueError(f"No prompt {params.name}; the prompt is {START_PROMPT}.")
+            raise MCPError(
+                types.INVALID_PARAMS, f"No prompt {params.name}; the prompt is {START_PROMPT}."
+            )
         block = await to_db(_start_block)(actor)
         return types.GetPromptResult(
             description="Memory Portal: what this agent remembers at the start of the run.",
@@ -215,6 +226,34 @@ async def _serve(actor: Actor, scope: dict, body: bytes) -> tuple[int, list, byt
     return status, headers, b"".join(chunks)
 
 
+# What the SDK refuses at the HTTP level (a body it cannot take, headers it needs), as the API's
+# envelope: a client or a person reading the answer gets a code, a message and a hint.
+_TRANSPORT_HINTS = {
+    400: "Send one JSON-RPC message as a JSON body with Content-Type: application/json.",
+    406: "Send Accept: application/json, text/event-stream.",
+    413: f"Send at most {MAX_BODY_BYTES // 1024} KiB in one message.",
+    415: "Send Content-Type: application/json.",
+}
+
+
+def transport_error(status: int, body: bytes) -> JsonResponse:
+    """The SDK's HTTP-level refusal in the API's envelope (its own text as the message)."""
+    message = body.decode("utf-8", "replace").strip()
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        message = json.loads(message)["error"]["message"]
+    code = "memory_payload_too_large" if status == 413 else "memory_invalid"
+    header = "Accept" if status == 406 else "Content-Type" if status == 415 else None
+    if header is None and "content-type" in message.lower():
+        header, status = "Content-Type", 415
+    refusal = MemoryPortalError(
+        code,
+        message[:300] or f"The MCP request was refused ({status}).",
+        hint=_TRANSPORT_HINTS.get(status, _TRANSPORT_HINTS[400]),
+        field=None if status == 413 else header or "body",
+    )
+    return JsonResponse({"error": refusal.as_dict()}, status=status)
+
+
 @csrf_exempt
 def mcp_view(request: HttpRequest) -> HttpResponse:
     """The MCP endpoint. Authenticates first: no session starts without a live run token."""
@@ -228,17 +267,17 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         # Stateless and JSON-only: no server-initiated stream (GET) and no session to end
         # (DELETE). The spec's answer is 405; a GET handed to the SDK would hold its thread.
-        response = JsonResponse(
-            {
-                "jsonrpc": "2.0",
-                "id": None,
-                "error": {"code": -32600, "message": f"{request.method} is not served; POST."},
-            },
-            status=405,
+        refusal = MemoryPortalError(
+            "method_not_allowed",
+            f"{request.method} is not served on /mcp; it is stateless and answers POST only.",
+            hint="Send each JSON-RPC message as a POST.",
         )
+        response = JsonResponse({"error": refusal.as_dict()}, status=405)
         response["Allow"] = "POST"
         return response
     status, headers, body = async_to_sync(_serve)(actor, _scope(request), request.body)
+    if status >= 400:
+        return transport_error(status, body)
     response = HttpResponse(body, status=status)
     for name, value in headers:
         key = name.decode("latin-1")

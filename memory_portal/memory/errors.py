@@ -45,8 +45,9 @@ CODES: dict[str, ErrorCode] = {
     "memory_rejected": ErrorCode(409, "A manager rejected this content; write something else."),
     "memory_vetoed": ErrorCode(409, "A person vetoed this content; ask them to undo the veto."),
     "memory_duplicate_active": ErrorCode(409, "Archive the live copy of this content first."),
-    "memory_run_quota": ErrorCode(429, "This run wrote its 128 notes; finish the task."),
-    "memory_call_budget": ErrorCode(429, "This run used its 512 memory calls; finish the task."),
+    # The raising code states the configured limit in its own hint.
+    "memory_run_quota": ErrorCode(429, "This run wrote all the notes it may; finish the task."),
+    "memory_call_budget": ErrorCode(429, "This run used all its memory calls; finish the task."),
     "memory_payload_too_large": ErrorCode(413, "Shorten the content, summary or tags."),
     "memory_invalid": ErrorCode(400, "Fix the named field and retry."),
     "memory_evidence_invalid": ErrorCode(400, "Cite a regular file at the pinned revision."),

@@ -585,10 +585,23 @@ class RedactingFilter(logging.Filter):
         except (TypeError, ValueError):
             # logging's error report would print msg and args verbatim; fold them in instead.
             message = f"{record.msg} {record.args!r}"
-        record.msg = redact(message)
+        record.msg = redact(without_database_context(message))
         record.args = None
         if record.exc_info and not record.exc_text:
             # Exception messages carry connection strings and headers too (a failed
             # database connect quotes its URL); formatters reuse a pre-filled exc_text.
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = redact(without_database_context(text))
         return True
+
+
+# PostgreSQL's error messages quote the client's values on their DETAIL and CONTEXT lines
+# ("Key (content)=(…) already exists", "Failing row contains (…)"): a note's text could reach
+# the logs that way, past every secret rule. Those lines are dropped from what is logged.
+_DATABASE_CONTEXT = re.compile(r"^[ \t]*(?:DETAIL|CONTEXT|Failing row contains)\b.*$", re.M)
+
+
+def without_database_context(text: str) -> str:
+    if "DETAIL" not in text and "CONTEXT" not in text and "Failing row" not in text:
+        return text
+    return _DATABASE_CONTEXT.sub("  [database detail withheld]", text)

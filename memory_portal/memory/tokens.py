@@ -5,7 +5,6 @@ password stretching."""
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 from functools import cache
 
@@ -43,11 +42,15 @@ def _tables() -> tuple[fastsql.Joined, ...]:
     )
 
 
-def _load(prefix: str) -> ApiToken | None:
-    """The token of `prefix` with everything a call needs, in one statement: its run with the
-    run's agent, project, application and the project's setting row (`project.memory_setting`:
-    the switch and epoch as the call found them), or its user."""
-    row = fastsql.select_joined(_tables(), "t.prefix = %s", [prefix])
+def _load(prefix: str, secret_hash: str) -> ApiToken | None:
+    """The token of `prefix` whose secret hashes to `secret_hash`, with everything a call needs,
+    in one statement: its run with the run's agent, project, application and the project's
+    setting row (`project.memory_setting`: the switch and epoch as the call found them), or its
+    user. A wrong secret finds no row, exactly as an unknown prefix does, so the two cost the
+    same (no instances are built for either) and timing cannot tell a known prefix apart."""
+    row = fastsql.select_joined(
+        _tables(), "t.prefix = %s AND t.secret_hash = %s", [prefix, secret_hash]
+    )
     if row is None:
         return None
     token, run, agent, project, application, setting, user = row
@@ -72,10 +75,8 @@ def token_authenticate(raw: str | None) -> ApiToken:
     prefix, _, secret = raw[len(TOKEN_PREFIX) :].partition("_")
     if len(prefix) != 12 or not secret:
         raise invalid
-    token = _load(prefix)
-    # Compare even when no row matched, so timing does not tell a known prefix apart.
-    expected = token.secret_hash if token is not None else "0" * 64
-    if not hmac.compare_digest(expected, hash_secret(secret)) or token is None:
+    token = _load(prefix, hash_secret(secret))
+    if token is None:
         raise invalid
     if token.run is not None and token.run.status != RunStatus.RUNNING:
         # Checked before `revoked_at` (finishing a run revokes its tokens too) to say why.

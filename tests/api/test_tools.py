@@ -317,6 +317,7 @@ def test_call_budget(api, tokens, world, settings):
     assert api.tool("memory_status", tokens.agent, {}).status_code == 200
     third = api.tool("memory_status", tokens.agent, {})
     assert third.status_code == 429 and error_code(third) == "memory_call_budget"
+    assert "at most 2 memory calls" in third.json()["error"]["hint"], "the configured limit"
     assert ToolCallCount.objects.get(run=world.run, outcome="memory_call_budget").count == 1
 
 
@@ -325,6 +326,7 @@ def test_run_quota_over_http(api, tokens, settings):
     api.tool("memory_write", tokens.agent, {"kind": "fact", "content": "one"})
     response = api.tool("memory_write", tokens.agent, {"kind": "fact", "content": "two"})
     assert response.status_code == 429 and error_code(response) == "memory_run_quota"
+    assert "at most 1 new notes" in response.json()["error"]["hint"], "the configured limit"
 
 
 def test_refused_write_of_forgotten_content(api, tokens):

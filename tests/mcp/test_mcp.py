@@ -76,7 +76,9 @@ def test_tools_and_schemas_are_those_of_api_tools(mcp_url, run_tokens, kind):
     token = getattr(run_tokens, kind)
     http = api_tools(token)
     listed = list_tools(mcp_url, token)
-    memory = ["memory_list_facts", "memory_recall"] if kind == "readonly" else MEMORY_TOOLS
+    # A reviewer, like a read-only token, is refused every write: it is offered the reads.
+    reads_only = kind in ("readonly", "reviewer")
+    memory = ["memory_list_facts", "memory_recall"] if reads_only else MEMORY_TOOLS
     assert [t.name for t in listed] == [t["name"] for t in http] + memory
     by_name = {t.name: t for t in listed}
     for tool in http:
@@ -302,7 +304,8 @@ def test_only_post_is_served(mcp_url, run_tokens, method):
     }
     response = httpx2.request(method, mcp_url, headers=headers, timeout=10)
     assert response.status_code == 405 and response.headers["allow"] == "POST"
-    assert response.json()["error"]["code"] == -32600
+    error = response.json()["error"]  # the API's envelope, as every HTTP-level refusal
+    assert error["code"] == "method_not_allowed" and error["hint"]
 
 
 def test_edge_refusals_on_mcp_are_json_not_html(run_tokens):

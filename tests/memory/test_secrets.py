@@ -317,3 +317,20 @@ def test_a_scan_of_a_2000_character_note_takes_under_2_ms():
     reports these and the worst case, a note holding every rule's keywords)."""
     timing = scan_timing(runs=100)
     assert timing["prose"] < 2.0 and timing["configuration"] < 2.0, timing
+
+
+def test_logged_database_errors_lose_the_values_they_quote():
+    """PostgreSQL quotes client values on DETAIL lines; they never reach a log line."""
+    error = (
+        'duplicate key value violates unique constraint "note_live"\n'
+        "DETAIL:  Key (content)=(the note body an agent wrote) already exists."
+    )
+    try:
+        raise RuntimeError(error)
+    except RuntimeError:
+        import sys
+
+        record = _record("import failed: %s", (error,), exc_info=sys.exc_info())
+    RedactingFilter().filter(record)
+    assert "the note body" not in record.msg and "the note body" not in record.exc_text
+    assert "database detail withheld" in record.exc_text

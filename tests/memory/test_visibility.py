@@ -127,7 +127,9 @@ def test_fingerprint_ignores_own_run_but_sees_others(world):
     # Forgetting another run's note in my own run still leaves my view unchanged.
     services.note_forget(actor=world.as_agent, note_id=other.id)
     assert selectors.fingerprint(actor=world.as_agent) == fp2
-    services.note_approve(actor=world.as_manager, note_id=Note.objects.first().id)
+    live = write(world.as_agent2, "Another run's live note")
+    fp2 = selectors.fingerprint(actor=world.as_agent)
+    services.note_approve(actor=world.as_manager, note_id=live.id)  # a person's review shows
     fp3 = selectors.fingerprint(actor=world.as_agent)
     assert fp3 != fp2
     services.memory_disable(actor=world.as_manager, project=world.project)

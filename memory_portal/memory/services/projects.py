@@ -39,7 +39,11 @@ from ._common import audit, audit_event, bump, lock_setting
 
 def _require_superuser(actor: Actor, what: str) -> None:
     if not is_administrator(actor):
-        raise MemoryPortalError("memory_forbidden", f"Only an administrator can {what}.")
+        raise MemoryPortalError(
+            "memory_forbidden",
+            f"Only an administrator can {what}.",
+            hint="Ask an administrator (a superuser) to do it.",
+        )
     require_writer(actor)
 
 

@@ -17,6 +17,7 @@ from ..models import (
     Note,
     Project,
     RepositoryLink,
+    Status,
     Trust,
 )
 from ..selectors import (
@@ -37,6 +38,12 @@ def _set_trust(
         require_manager(actor, note.project)
         if note.trust == trust:
             return note
+        if trust == Trust.REVIEWED and note.status == Status.FORGOTTEN:
+            raise MemoryPortalError(
+                "memory_forgotten",
+                f"Note {note.pk} is forgotten; a forgotten note is not approved.",
+                hint="Restore it from Recoveries first, then approve it.",
+            )
         details = {"from": note.trust, "to": trust}
         change_note(actor, setting, note, action, {"trust": trust}, details=details)
     return note

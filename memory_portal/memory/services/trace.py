@@ -39,7 +39,11 @@ def run_call_consume(*, run: Run) -> int:
 
 
 def _budget_spent(run: Run, budget: int) -> MemoryPortalError:
-    return MemoryPortalError("memory_call_budget", f"Run {run.pk} used its {budget} calls.")
+    return MemoryPortalError(
+        "memory_call_budget",
+        f"Run {run.pk} used its {budget} calls.",
+        hint=f"A run makes at most {budget} memory calls; finish the task, or start a new run.",
+    )
 
 
 def run_budget_spent(*, run: Run) -> bool:

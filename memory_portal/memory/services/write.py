@@ -100,6 +100,7 @@ def _check_caps(actor: Actor, project: Project, check: fastsql.WriteCheck) -> No
         raise MemoryPortalError(
             "memory_run_quota",
             f"Run {actor.run.top_level_run_id} already wrote {quota} new notes.",
+            hint=f"A run writes at most {quota} new notes; finish the task, or start a new run.",
         )
 
 

@@ -64,6 +64,17 @@ def is_administrator(actor: Actor) -> bool:
     return actor.is_person and actor.user.is_superuser
 
 
+def require_administrator(actor: Actor, what: str) -> None:
+    """Administrators only (`what`: "create projects"); a read-only token may not act."""
+    if not is_administrator(actor):
+        raise MemoryPortalError(
+            "memory_forbidden",
+            f"Only an administrator can {what}.",
+            hint="Ask an administrator (a superuser) to do it.",
+        )
+    require_writer(actor)
+
+
 def require_member(actor: Actor, project: Project) -> str:
     """A person must be a member (non-members learn nothing: not found); an agent must belong
     to the project. Returns the person's role, or "agent"."""

@@ -246,3 +246,46 @@ def _import_or_refuse(lines: list[str], admin: Actor) -> None:
     assert json.loads(out[-1])["type"] == "end"
     services.project_delete(actor=None, project=project, confirm=project.slug)
     assert not Project.objects.filter(slug=report.project).exists()
+
+
+# --- People credited in a file are the project's -----------------------------------------------
+
+
+def test_an_export_lists_the_members_and_a_restore_brings_them_back(filled):  # noqa: F811
+    from memory_portal.memory.models import Membership
+
+    lines = export(filled.project)
+    members = [json.loads(line) for line in lines if json.loads(line)["type"] == "member"]
+    assert {(m["username"], m["role"]) for m in members} == {
+        (filled.manager.username, "manager"), (filled.member.username, "member")
+    }
+    services.project_delete(actor=None, project=filled.project, confirm="acme-web")
+    report = project_import(actor=None, lines=lines)  # the forget is credited to the manager
+    assert report.counts["member"] == 2
+    assert set(Membership.objects.filter(project__slug="acme-web").values_list(
+        "user__username", "role")) == {(filled.manager.username, "manager"),
+                                       (filled.member.username, "member")}  # fmt: skip
+
+
+def test_a_credit_to_someone_who_is_not_a_member_is_refused(filled, make_user):  # noqa: F811
+    make_user("stranger")  # exists here, but has nothing to do with the project
+    bad, number = _mutated(
+        export(filled.project), "recovery", lambda r: r.update(forgottenByUser="stranger")
+    )
+    errors = _refused(bad)
+    assert any(n == number and "forgottenByUser: stranger is not a member" in m
+               for n, m in errors), errors  # fmt: skip
+
+
+def test_an_export_without_member_lines_names_the_credits_it_cannot_keep(filled):  # noqa: F811
+    """An export made before member lines existed, into a new project: the people it credits
+    are nobody's members there, and each such line is named."""
+    lines = [line for line in export(filled.project) if json.loads(line)["type"] != "member"]
+    end = json.loads(lines[-1])
+    end["counts"].pop("member")
+    lines[-1] = json.dumps(end) + "\n"
+    errors = _refused(lines)
+    assert errors and all("is not a member of project hostile-copy" in m for _, m in errors)
+    # Into the project the file came from, where those people are members, it imports.
+    report = project_import(actor=None, lines=lines)
+    assert sum(report.counts.values()) == 0

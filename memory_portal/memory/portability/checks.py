@@ -35,6 +35,7 @@ from .format import (
     EndLine,
     EventLine,
     HeaderLine,
+    MemberLine,
     NoteLine,
     ProjectLine,
     RecoveryLine,
@@ -124,7 +125,10 @@ def _in_file_problems(records: list[tuple[int, BaseModel]]) -> Iterator[tuple[in
     """The file against itself: ids unique per kind of line, no note superseding itself, one
     recovery per note, one live note per place and content, and no live copy of content
     that the file itself says was forgotten, rejected or vetoed."""
-    keys = {AgentLine: "id", ApplicationLine: "slug", NoteLine: "id", RecoveryLine: "id"}
+    keys = {
+        AgentLine: "id", ApplicationLine: "slug", MemberLine: "username", NoteLine: "id",
+        RecoveryLine: "id",
+    }  # fmt: skip
     for kind, attribute in keys.items():
         seen = Counter(getattr(r, attribute) for _, r in records if isinstance(r, kind))
         for number, r in records:

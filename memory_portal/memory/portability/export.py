@@ -12,7 +12,16 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from ..actors import Actor
-from ..models import Agent, Application, AuditEvent, MemorySetting, Note, Project, Recovery
+from ..models import (
+    Agent,
+    Application,
+    AuditEvent,
+    Membership,
+    MemorySetting,
+    Note,
+    Project,
+    Recovery,
+)
 from .format import (
     AGENT_FIELDS,
     EVENT_FIELDS,
@@ -29,6 +38,7 @@ from .format import (
     Evidence,
     HeaderLine,
     Line,
+    MemberLine,
     NoteLine,
     ProjectLine,
     Provenance,
@@ -132,6 +142,14 @@ def _export_lines(project: Project) -> Iterator[str]:
             _agent,
         ),
         (
+            MemberLine,
+            Membership.objects.filter(project=project)
+            .select_related("user")
+            .order_by("user__" + User.USERNAME_FIELD)
+            .iterator(500),
+            _member,
+        ),
+        (
             NoteLine,
             Note.objects.filter(project=project)
             .select_related("application", "evidence_repository")
@@ -178,6 +196,10 @@ def _agent(agent: Agent) -> dict:
         "id": agent.pk,
         "application": _slug(agent.application),
     }
+
+
+def _member(membership: Membership) -> dict:
+    return {"username": membership.user.get_username(), "role": membership.role}
 
 
 def _note(note: Note, *, usernames: dict) -> dict:

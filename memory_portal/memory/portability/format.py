@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ..models import Kind, Scope, Stage, Status, Target, Trust
+from ..models import Kind, Role, Scope, Stage, Status, Target, Trust
 from ..validation import ARCHIVE_REASON_MAX, DAY_ROW_MAX, SUMMARY_MAX
 
 FORMAT = "memory-portal/export"
@@ -60,6 +60,15 @@ class AgentLine(Line):
     stage: Literal[tuple(Stage.values)]  # type: ignore[valid-type]
     application: SLUG | None
     createdAt: datetime
+
+
+class MemberLine(Line):
+    """A person's role in the project, by username: an import gives the role to that user when
+    they exist here, so the people credited with vetoes, edits and forgets stay members."""
+
+    type: Literal["member"]
+    username: str = Field(min_length=1, max_length=150)
+    role: Literal[tuple(Role.values)]  # type: ignore[valid-type]
 
 
 class Evidence(Line):
@@ -149,6 +158,7 @@ AnyLine = Annotated[
     | SettingLine
     | ApplicationLine
     | AgentLine
+    | MemberLine
     | NoteLine
     | RecoveryLine
     | EventLine

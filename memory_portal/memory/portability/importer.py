@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from .. import counters
-from ..access import is_administrator
+from ..access import require_administrator
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
@@ -22,6 +22,7 @@ from ..models import (
     Application,
     AuditEvent,
     Kind,
+    Membership,
     MemorySetting,
     Note,
     Project,
@@ -66,13 +67,15 @@ def project_import(
     are matched by username (none: left empty); repositories by slug; runs are not part of
     the format, so the notes keep their run ids as text (producer status `unknown`).
     Superusers only (`actor=None` is the operator running the command)."""
-    if actor is not None and not is_administrator(actor):
-        raise MemoryPortalError("memory_forbidden", "Only an administrator imports a project.")
+    if actor is not None:
+        require_administrator(actor, "import a project")
     records, errors = parse(lines)
     check(records, errors)
+    header = next((r for _, r in records if isinstance(r, fmt.HeaderLine)), None)
+    if header is not None:
+        errors.extend(_credit_problems(records, project_slug or header.project))
     if errors:
         raise ImportInvalid(sorted(errors))
-    header = next(r for _, r in records if isinstance(r, fmt.HeaderLine))
     slug = project_slug or header.project
     remap = slug != header.project
 
@@ -133,6 +136,45 @@ def project_import(
     return report
 
 
+def _credit_problems(records: list, slug: str) -> list[tuple[int, str]]:
+    """People the file credits (a veto, an authorship, a forget) must be members of the project
+    the file goes into — already, or through one of its member lines — or administrators. A
+    username nobody has here is left uncredited, as before."""
+    credited = []
+    for number, r in records:
+        if isinstance(r, fmt.NoteLine):
+            credited += [(number, "vetoedBy", r.vetoedBy),
+                         (number, "provenance.createdByUser", r.provenance.createdByUser)]
+        elif isinstance(r, fmt.RecoveryLine):
+            credited.append((number, "forgottenByUser", r.forgottenByUser))  # fmt: skip
+    credited = [(n, where, name) for n, where, name in credited if name]
+    if not credited:
+        return []
+    User = get_user_model()
+    field_name = User.USERNAME_FIELD
+    found = {
+        name: (pk, admin)
+        for name, pk, admin in User.objects.filter(
+            **{f"{field_name}__in": {name for _, _, name in credited}}
+        ).values_list(field_name, "pk", "is_superuser")
+    }
+    members = set(
+        Membership.objects.filter(
+            project__slug=slug, user_id__in=[pk for pk, _ in found.values()]
+        ).values_list("user_id", flat=True)
+    )
+    listed = {r.username for _, r in records if isinstance(r, fmt.MemberLine)}
+    problems = []
+    for number, where, name in credited:
+        if name not in found:
+            continue
+        pk, admin = found[name]
+        if not (admin or pk in members or name in listed):
+            problems.append((number, f"{where}: {name} is not a member of project {slug}; add "
+                             "them to it, or list them in a member line of the file"))  # fmt: skip
+    return problems
+
+
 def _count(report: ImportReport, kind: str, inserted: bool) -> None:
     bucket = report.counts if inserted else report.unchanged
     bucket[kind] = bucket.get(kind, 0) + 1
@@ -160,6 +202,15 @@ def _import_rows(
         )
         apps[line.slug] = app.pk
         _count(report, "application", created)
+    for line in by_type.get(fmt.MemberLine, []):
+        user_id = users.get(line.username)
+        if user_id is None:  # nobody of that name here: nothing to give the role to
+            _count(report, "member", False)
+            continue
+        _, created = Membership.objects.get_or_create(
+            user_id=user_id, project=project, defaults={"role": line.role}
+        )
+        _count(report, "member", created)
     for line in by_type.get(fmt.AgentLine, []):
         agent_id = new_id(line.id)
         existing = Agent.objects.filter(pk=agent_id).first()

@@ -12,13 +12,13 @@ from .. import evidence as evidence_checks
 from ..access import (
     application_not_found,
     is_administrator,
+    require_administrator,
     require_manager,
     require_member,
-    require_writer,
 )
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..errors import MemoryPortalError, invalid
+from ..errors import invalid
 from ..models import (
     Agent,
     Application,
@@ -35,16 +35,6 @@ from ..models import (
 )
 from ..validation import PATH_MAX, SLUG_MAX, gate, require_name
 from ._common import audit, audit_event, bump, lock_setting
-
-
-def _require_superuser(actor: Actor, what: str) -> None:
-    if not is_administrator(actor):
-        raise MemoryPortalError(
-            "memory_forbidden",
-            f"Only an administrator can {what}.",
-            hint="Ask an administrator (a superuser) to do it.",
-        )
-    require_writer(actor)
 
 
 def _slug(field: str, value: object) -> str:
@@ -64,7 +54,7 @@ def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
     """A project and its memory setting row (memory off). Administrators only; `actor=None` is
     the system (management commands)."""
     if actor is not None:
-        _require_superuser(actor, "create projects")
+        require_administrator(actor, "create projects")
     slug = _slug("id", slug)
     name = require_name("name", name or slug)
     if Project.objects.filter(slug=slug).exists():
@@ -140,7 +130,7 @@ def project_delete(*, actor: Actor | None, project: Project, confirm: str) -> di
     if actor is not None:
         if not is_administrator(actor):
             require_member(actor, project)  # outsiders learn nothing: not found
-        _require_superuser(actor, "delete projects")
+        require_administrator(actor, "delete projects")
     _require_typed_confirmation(what="project", slug=project.slug, confirm=confirm)
     slug = project.slug
     with transaction.atomic():
@@ -261,7 +251,7 @@ def application_create(
 def repository_create(*, actor: Actor | None, slug: str, path: str) -> Repository:
     """Register a git repository readable on this server (administrators only)."""
     if actor is not None:
-        _require_superuser(actor, "register repositories")
+        require_administrator(actor, "register repositories")
     slug = _slug("id", slug)
     if not isinstance(path, str) or not path or len(path) > PATH_MAX:
         raise invalid("path", f"path must be 1–{PATH_MAX} characters.")

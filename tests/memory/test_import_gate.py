@@ -124,6 +124,7 @@ HOSTILE = {
         expiresAt="0001-01-01T00:00:00+14:00")),
     "NUL in content": ("note", lambda r: r.update(content="Retry\x00 once.")),
     "NUL in a name": ("agent", lambda r: r.update(name="Fault\x00writer")),
+    "NUL in a credited user": ("note", lambda r: r.update(vetoedBy="\x00")),
     "a tag over its length": ("note", lambda r: r.update(tags=["t" * 40])),
     "a tag the API refuses": ("note", lambda r: r.update(tags=["has space"])),
     "an integer out of range": ("note", lambda r: r.update(recallCount=2**40)),

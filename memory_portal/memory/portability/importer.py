@@ -72,7 +72,9 @@ def project_import(
     records, errors = parse(lines)
     check(records, errors)
     header = next((r for _, r in records if isinstance(r, fmt.HeaderLine)), None)
-    if header is not None:
+    if header is not None and not errors:
+        # Only a file whose every value passed the gate is looked up in the database (a NUL in
+        # a username would fail the query itself).
         errors.extend(_credit_problems(records, project_slug or header.project))
     if errors:
         raise ImportInvalid(sorted(errors))

@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 bench: $(STAMP)
-	$(BIN)/python manage.py memory_bench_writes
+	$(BIN)/python -m bench memory_bench_writes
 
 # Pages and endpoints through gunicorn at each size, next to their raw-SQL floor
 # (docs/PERFORMANCE.md, "Service path vs HTTP"). Grows the database of DATABASE_URL (PostgreSQL,
@@ -41,9 +41,9 @@ bench: $(STAMP)
 SIZES ?= 10000,100000,1000000
 bench-scale: $(STAMP)
 	@test -n "$(DATABASE_URL)" || { echo "bench-scale needs DATABASE_URL=postgres://… (its own database)"; exit 2; }
-	$(BIN)/python manage.py memory_create_database
+	$(BIN)/python -m bench memory_create_database
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py memory_bench_scale --sizes $(SIZES)
+	$(BIN)/python -m bench memory_bench_scale --sizes $(SIZES)
 
 # Fault injection against the production setup on a PostgreSQL cluster of its own (README).
 faults: $(STAMP)

@@ -11,21 +11,22 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from bench.recall_eval import evaluate, load_dataset
 from memory_portal.memory import services
 from memory_portal.memory.models import Kind, Note, Scope, Target
 from memory_portal.memory.recall import service as recall_module
-from memory_portal.memory.recall.evaluation import evaluate, load_dataset
 from memory_portal.memory.recall.service import (
     MAX_DAY_TOKENS,
     MAX_MEMORIES,
     MAX_MEMORY_TOKENS,
-    _pick,
     estimate_tokens,
+    pick,
     recall,
     score_facts,
 )
 from memory_portal.memory.recall.text import stem, terms
 from memory_portal.memory.validation import day_row_identity, note_identity
+from tests.bench import command
 
 DATASET = load_dataset()
 
@@ -79,7 +80,7 @@ def test_quality_floor_on_the_labelled_set():
 
 def test_eval_command_prints_the_figures():
     out = StringIO()
-    call_command("memory_recall_eval", "--verbose", stdout=out)
+    call_command(command("memory_recall_eval"), "--verbose", stdout=out)
     text = out.getvalue()
     for needle in ("main ", "held-out ", "unrelated ", "precision", "recall", "Held-out set"):
         assert needle in text, needle
@@ -155,7 +156,7 @@ def test_best_first(world):
 
 def test_pick_orders_by_score_then_newest():
     notes = [fake(i, f"fact {i}") for i in range(4)]  # fact 0 is the newest
-    picked = _pick(notes, [0.6, 0.9, 0.6, 0.4], 0.5)
+    picked = pick(notes, [0.6, 0.9, 0.6, 0.4], 0.5)
     assert [p.note.id for p in picked] == ["mem_0001", "mem_0000", "mem_0002"]
 
 
@@ -184,13 +185,13 @@ def fake(i: int, content: str) -> SimpleNamespace:
 
 def test_at_most_300_memories():
     notes = [fake(i, f"short fact {i}") for i in range(MAX_MEMORIES + 20)]
-    assert len(_pick(notes, [0.9] * len(notes), 0.5)) == MAX_MEMORIES
-    assert len(_pick(notes, None, 0.5)) == MAX_MEMORIES  # the fallback listing too
+    assert len(pick(notes, [0.9] * len(notes), 0.5)) == MAX_MEMORIES
+    assert len(pick(notes, None, 0.5)) == MAX_MEMORIES  # the fallback listing too
 
 
 def test_at_most_12000_tokens():
     notes = [fake(i, "x" * 500) for i in range(100)]
-    picked = _pick(notes, [0.9] * len(notes), 0.5)
+    picked = pick(notes, [0.9] * len(notes), 0.5)
     used = sum(estimate_tokens(p.note.content) + 12 for p in picked)
     assert 0 < len(picked) < 100
     assert used <= MAX_MEMORY_TOKENS
@@ -396,7 +397,7 @@ def test_another_top_level_run_is_not_skipped(world):
 
 def test_bench_command_runs_and_cleans_up(db):
     out = StringIO()
-    call_command("memory_bench_recall", "--facts", "40", "--repeat", "3", stdout=out)
+    call_command(command("memory_bench_recall"), "--facts", "40", "--repeat", "3", stdout=out)
     text = out.getvalue()
     assert "recall() over 40 live facts" in text and "median" in text and "p95" in text
     assert not Note.objects.exists()
@@ -409,6 +410,6 @@ def test_bench_command_sets_the_project_cap_it_needs(db, settings):
     memory_project_full. Shown at a cap of 40, which is quicker."""
     settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "PROJECT_NOTE_CAP": 40}
     out = StringIO()
-    call_command("memory_bench_recall", "--facts", "40", "--repeat", "2", stdout=out)
+    call_command(command("memory_bench_recall"), "--facts", "40", "--repeat", "2", stdout=out)
     assert "recall() over 40 live facts" in out.getvalue()
     assert not Note.objects.exists()

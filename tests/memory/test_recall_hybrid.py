@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.recall_eval import _facts_by_agent, evaluate, load_dataset
 from memory_portal.memory.recall import hybrid
-from memory_portal.memory.recall.evaluation import _facts_by_agent, evaluate, load_dataset
 from memory_portal.memory.recall.text import terms
 
 DATASET = load_dataset()

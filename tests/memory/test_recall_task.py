@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from bench.recall_eval import evaluate, load_dataset, task_queries
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Run
-from memory_portal.memory.recall.evaluation import evaluate, load_dataset, task_queries
 from memory_portal.memory.recall.service import recall
 from memory_portal.memory.validation import TASK_TEXT_MAX, task_text
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from bench.secrets_eval import default_corpus_paths, load_corpus, scan_timing
 from memory_portal.memory.secrets import (
     KEYWORDS,
     RULES,
@@ -16,7 +17,6 @@ from memory_portal.memory.secrets import (
     redact,
     scan_fields,
 )
-from memory_portal.memory.secrets_eval import default_corpus_paths, load_corpus, scan_timing
 
 RULE_NAMES = {name for name, _ in RULES}
 

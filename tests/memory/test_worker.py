@@ -27,7 +27,7 @@ from django_tasks_db.models import DBTaskResult
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import AuditEvent, Note, ReviewRoutine, ReviewRun, Run, Stage
-from memory_portal.memory.services._common import tasks_run_in_process
+from memory_portal.memory.services import tasks_run_in_process
 from memory_portal.memory.services.routines import (
     REVIEW_TASK_KEY,
     run_review_routine,

@@ -119,7 +119,7 @@ def _as_notes(picked: list[Picked]) -> list[Picked]:
     return [Picked(notes[p.note.id], p.score) for p in picked if p.note.id in notes]
 
 
-def _pick(facts: Sequence, scores: list[float] | None, threshold: float) -> list[Picked]:
+def pick(facts: Sequence, scores: list[float] | None, threshold: float) -> list[Picked]:
     if scores is None:
         ranked = [Picked(f, None) for f in facts]  # newest first
     else:
@@ -189,7 +189,7 @@ def recall(
 
             logging.getLogger(__name__).exception("recall scoring failed; listing newest")
             fallback = "error"
-    picked = _as_notes(_pick(facts, scores, conf["threshold"]))
+    picked = _as_notes(pick(facts, scores, conf["threshold"]))
     day_lines = recent_day_lines(view, now)
     block = render_block(picked, day_lines)
     if mark and picked:

@@ -1,6 +1,7 @@
 """Every state change of Memory Portal, one function per action (SPEC §2.3). The dashboard,
 the API, the CLI, management commands and tasks all call these; nothing else writes."""
 
+from ._common import tasks_run_in_process
 from .day import day_append
 from .lifecycle import (
     note_archive,
@@ -55,6 +56,7 @@ from .settings import memory_disable, memory_enable, memory_reset
 from .trace import call_opened, run_budget_spent, run_call_consume, tool_call_record
 
 __all__ = [
+    "tasks_run_in_process",
     "agent_create",
     "application_create",
     "application_delete",

@@ -224,13 +224,13 @@ def fact_save(
         expires_at = now + timedelta(days=settings.MEMORY_PORTAL["FACT_DEFAULT_EXPIRY_DAYS"])
     else:
         expires_at = future_expiry(expires_at, now=now)
-    note = _agent_fact(agent, fact, expires_at)
+    note = agent_fact(agent, fact, expires_at)
     action = AuditAction.NOTE_SUPERSEDE if supersedes else AuditAction.NOTE_SAVE
     # The first save starts the daily review.
     return _send(actor, project, epoch, note, supersedes, action, start_review_of=agent)
 
 
-def _agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
+def agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
     fields = {"project": agent.project, "target": Target.LONG_TERM, "expires_at": expires_at}
     return agent_note(agent, Kind.FACT, text, **fields)
 

@@ -9,8 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from memory_portal.memory.models import ReviewRun
-from memory_portal.memory.services import routines_run_due
-from memory_portal.memory.services._common import tasks_run_in_process
+from memory_portal.memory.services import routines_run_due, tasks_run_in_process
 
 
 class Command(BaseCommand):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .secrets import find_secret, maintained
+from memory_portal.memory.secrets import find_secret, maintained
 
 
 def default_corpus_path() -> Path:
@@ -136,8 +136,8 @@ def evaluate_kingfisher(corpus: dict) -> ScannerFigures | None:
         return None
 
     def scan(text: str) -> str | None:
-        found = [f for f in maintained._scanner().scan(text) if f.visible]
-        return found[0].rule_id if found else None
+        found = maintained.findings(text, placeholders=True)
+        return found[0][0] if found else None
 
     return _figures(f"Kingfisher {version}", corpus, scan)
 

@@ -3,7 +3,7 @@
 The set is plain data (`FACTS`, `QUERIES`, `UNRELATED`, `HELD_OUT`; see
 tests/memory/recall_set.py). Each query is scored against its agent's facts only, exactly as
 `recall()` does it: `score_facts()` over the agent's facts (so the IDF is that agent's), then
-`_pick()` with the threshold, best first. No database is involved: the facts are lightweight
+`pick()` with the threshold, best first. No database is involved: the facts are lightweight
 objects carrying what scoring and picking read (`content`, `summary`, `id`, `created_at`).
 
 Figures are micro-averaged: precision = right picks / all picks, recall = right picks / all
@@ -29,10 +29,10 @@ from types import SimpleNamespace
 
 from django.conf import settings
 
-from ..validation import task_text
-from .hybrid import hybrid_scores
-from .lexical import lexical_scores
-from .service import _pick, recall_settings
+from memory_portal.memory.recall.hybrid import hybrid_scores
+from memory_portal.memory.recall.lexical import lexical_scores
+from memory_portal.memory.recall.service import pick, recall_settings
+from memory_portal.memory.validation import task_text
 
 SCORERS = ("lexical", "semantic", "hybrid")
 
@@ -180,7 +180,7 @@ def _facts_by_agent(facts: list[dict]) -> dict[str, list[_Fact]]:
 
 def _run(query: str, agent: str, facts: list[_Fact], threshold: float, scorer=None) -> QueryOutcome:
     scores = (scorer or _scorer("hybrid"))(query, facts)
-    picked = _pick(facts, scores, threshold)
+    picked = pick(facts, scores, threshold)
     return QueryOutcome(
         agent=agent, query=query, expected=set(), picked=[(p.note.key, p.score) for p in picked]
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory_portal.memory.secrets_eval import (
+from bench.secrets_eval import (
     default_corpus_paths,
     evaluate_all,
     format_report,

@@ -9,8 +9,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory_portal.memory import secrets_eval
-from memory_portal.memory.secrets_eval import load_corpus
+from bench import secrets_eval
+from bench.secrets_eval import load_corpus
+from tests.bench import command
 
 ROW = re.compile(
     r"^(?P<name>Memory Portal|detect-secrets \S+|Kingfisher \S+|Betterleaks \S+) +"
@@ -22,7 +23,7 @@ ROW = re.compile(
 
 def run(*args: str) -> str:
     out = StringIO()
-    call_command("memory_secrets_eval", *args, "--no-timing", stdout=out)
+    call_command(command("memory_secrets_eval"), *args, "--no-timing", stdout=out)
     return out.getvalue()
 
 
@@ -71,8 +72,8 @@ def test_ours_is_reported_beside_at_least_two_outside_scanners_and_beats_each():
 
 def test_the_timing_line_is_printed():
     out = StringIO()
-    call_command("memory_secrets_eval", "--corpus", str(secrets_eval.default_corpus_path()),
-                 stdout=out)  # fmt: skip
+    corpus = str(secrets_eval.default_corpus_path())
+    call_command(command("memory_secrets_eval"), "--corpus", corpus, stdout=out)
     line = r"2,000-character note, median ms: prose [\d.]+, configuration"
     assert re.search(line, out.getvalue())
 

@@ -40,11 +40,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from memory_portal.memory import benchserver, services
-from memory_portal.memory.actors import Actor
-from memory_portal.memory.models import Agent, AuditEvent, MemorySetting, Project, Stage
-
-from ..benchwrites import (
+from bench import server as benchserver
+from bench.writes import (
     HTTP_SCENARIOS,
     HTTP_WARMUP,
     SCENARIOS,
@@ -60,6 +57,9 @@ from ..benchwrites import (
     run_all,
     share_of,
 )
+from memory_portal.memory import services
+from memory_portal.memory.actors import Actor
+from memory_portal.memory.models import Agent, AuditEvent, MemorySetting, Project, Stage
 
 SLUG_PREFIX = "bench-"
 BARRIER_TIMEOUT = 120.0

@@ -22,9 +22,9 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 from ulid import ULID
 
-from . import counters
-from . import models as m
-from .audit_actions import AuditAction
+from memory_portal.memory import counters
+from memory_portal.memory import models as m
+from memory_portal.memory.audit_actions import AuditAction
 
 PROJECT_SIZE = 2000
 SLUG_PREFIX = "scale-"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from memory_portal.memory.scale import load_scale
+from bench.scale import load_scale
 
 
 class Command(BaseCommand):

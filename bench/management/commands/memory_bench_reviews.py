@@ -40,11 +40,7 @@ from django.tasks.signals import task_finished, task_started
 from django.test.utils import override_settings
 from django.utils import timezone
 
-from memory_portal.memory.models import ReviewRoutine
-from memory_portal.memory.services._common import tasks_run_in_process
-from memory_portal.memory.services.routines import routines_run_due
-
-from ..benchreviews import (
+from bench.reviews import (
     KINDS,
     SLUG_PREFIX,
     Workers,
@@ -59,7 +55,10 @@ from ..benchreviews import (
     proc_cpu,
     task_results,
 )
-from ..benchwrites import cpu_count
+from bench.writes import cpu_count
+from memory_portal.memory.models import ReviewRoutine
+from memory_portal.memory.services import tasks_run_in_process
+from memory_portal.memory.services.routines import routines_run_due
 
 IMMEDIATE = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}

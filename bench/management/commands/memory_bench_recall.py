@@ -27,17 +27,16 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from bench.floors import FLOORS
+from bench.recall_eval import default_dataset_path, load_dataset
+from bench.util import unsaved_fact
 from memory_portal.memory import counters, embeddings, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import MemorySetting, Note, Stage
 from memory_portal.memory.recall import facts as recall_facts
 from memory_portal.memory.recall import lexical, service, text
-from memory_portal.memory.recall.evaluation import default_dataset_path, load_dataset
-from memory_portal.memory.scale_floors import FLOORS
 from memory_portal.memory.selectors import AgentView
 from memory_portal.memory.services.vectors import stamp_vectors
-
-from ..benchutil import unsaved_fact
 
 SLUG_PREFIX = "bench-recall-"
 
@@ -126,9 +125,8 @@ class Command(BaseCommand):
         counters.refresh(project.pk)
 
     def _measure(self, actor: Actor, queries: list[str], n: int, repeat: int) -> None:
-        lexical._fact_terms.cache_clear()
+        lexical.clear_caches()
         text.stem.cache_clear()
-        lexical._scorer.cache_clear()
         embeddings.vector_cache.clear()  # recall must read the stored vectors
         recall_facts.fact_cache.clear()
         started = time.perf_counter()

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import override_settings
 
-from memory_portal.memory.recall import evaluation
+from bench import recall_eval as evaluation
 
 
 class Command(BaseCommand):

@@ -21,8 +21,11 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django_tasks_db.models import DBTaskResult
 
+from bench.recall_eval import load_dataset
+from bench.scale import Table
+from bench.server import database_url
+from bench.util import unsaved_fact
 from memory_portal.memory import counters
-from memory_portal.memory.benchserver import database_url
 from memory_portal.memory.ids import new_agent_id
 from memory_portal.memory.models import (
     Agent,
@@ -38,14 +41,10 @@ from memory_portal.memory.models import (
     Stage,
     Target,
 )
-from memory_portal.memory.recall.evaluation import load_dataset
-from memory_portal.memory.scale import Table
 from memory_portal.memory.services.notes import agent_note
 from memory_portal.memory.services.routines import run_review_routine
 from memory_portal.memory.services.vectors import embed_texts
 from memory_portal.memory.validation import FACT_MAX, day_row_identity
-
-from .benchutil import unsaved_fact
 
 SLUG_PREFIX = "bench-reviews-"
 AGENTS_PER_PROJECT = 10
@@ -390,7 +389,7 @@ class Workers:
                 [
                     sys.executable,
                     "-m",
-                    "memory_portal.memory.management.benchworker",
+                    "bench.worker",
                     str(counted),
                     "db_worker",
                     "--no-reload",

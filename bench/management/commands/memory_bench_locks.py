@@ -29,7 +29,8 @@ import psycopg
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from memory_portal.memory import benchserver, services
+from bench import server as benchserver
+from memory_portal.memory import services
 from memory_portal.memory.models import MemorySetting, Project, Stage
 
 CONFIGS = {

@@ -11,6 +11,7 @@ from django.db import connection
 from django_tasks_db.models import DBTaskResult
 
 from memory_portal.memory.models import AuditEvent, Note, Project, ReviewRun
+from tests.bench import command
 
 SCENARIOS = ("1 writer, 1 project", "8 writers, 1 project", "8 writers, 8 projects")
 
@@ -19,7 +20,7 @@ SCENARIOS = ("1 writer, 1 project", "8 writers, 1 project", "8 writers, 8 projec
 @pytest.mark.django_db(transaction=True)
 def test_bench_prints_three_scenarios_and_cleans_up():
     out = StringIO()
-    call_command("memory_bench_writes", "--writes", "16", stdout=out)
+    call_command(command("memory_bench_writes"), "--writes", "16", stdout=out)
     text = out.getvalue()
     rows = [line for line in text.splitlines() if line.startswith(SCENARIOS)]
     assert [row[:22].strip() for row in rows] == list(SCENARIOS)
@@ -35,7 +36,7 @@ def test_bench_prints_three_scenarios_and_cleans_up():
 @pytest.mark.django_db(transaction=True)
 def test_bench_keep_leaves_its_projects():
     out = StringIO()
-    call_command("memory_bench_writes", "--writes", "8", "--keep", stdout=out)
+    call_command(command("memory_bench_writes"), "--writes", "8", "--keep", stdout=out)
     kept = Project.objects.filter(slug__startswith="bench-")
     # probe + s1 and s2 (1 project per path) + s3 (8 per path), three paths each
     assert kept.count() == 1 + 3 * (1 + 1 + 8)
@@ -46,7 +47,7 @@ def test_bench_keep_leaves_its_projects():
 @pytest.mark.django_db(transaction=True)
 def test_bench_http_times_memory_write_through_the_server_next_to_raw_sql():
     out = StringIO()
-    call_command("memory_bench_writes", "--http-only", "--writes", "16", stdout=out)
+    call_command(command("memory_bench_writes"), "--http-only", "--writes", "16", stdout=out)
     text = out.getvalue()
     rows = [line.split() for line in text.splitlines() if line.endswith(tuple("0123456789"))]
     rows = [row for row in rows if row[:2] in (["1", "client,"], ["8", "clients,"])]
@@ -65,7 +66,7 @@ def test_bench_http_times_memory_write_through_the_server_next_to_raw_sql():
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
 def test_bench_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):
-        call_command("memory_bench_writes", "--writes", "16")
+        call_command(command("memory_bench_writes"), "--writes", "16")
 
 
 @pytest.mark.postgres
@@ -73,7 +74,7 @@ def test_bench_refuses_sqlite():
 def test_lock_bench_measures_other_projects_through_the_production_server():
     out = StringIO()
     call_command(
-        "memory_bench_locks",
+        command("memory_bench_locks"),
         "--seconds",
         "1",
         "--clients",
@@ -95,7 +96,7 @@ def test_lock_bench_measures_other_projects_through_the_production_server():
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
 def test_lock_bench_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):
-        call_command("memory_bench_locks", "--seconds", "1")
+        call_command(command("memory_bench_locks"), "--seconds", "1")
 
 
 @pytest.mark.django_db
@@ -104,7 +105,7 @@ def test_bench_recall_fills_the_project_to_its_cap(settings):
     be refused by the cap its facts then fill (it once crashed with memory_project_full)."""
     settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "PROJECT_NOTE_CAP": 40}
     out = StringIO()
-    call_command("memory_bench_recall", "--facts", "40", "--repeat", "1", stdout=out)
+    call_command(command("memory_bench_recall"), "--facts", "40", "--repeat", "1", stdout=out)
     assert "recall() over 40 live facts" in out.getvalue()
     assert not Project.objects.filter(slug__startswith="bench-recall-").exists()
 
@@ -114,7 +115,7 @@ def test_bench_scale_refuses_sqlite():
     if connection.vendor == "postgresql":
         pytest.skip("the refusal is SQLite's")
     with pytest.raises(CommandError, match="needs PostgreSQL"):
-        call_command("memory_bench_scale", "--sizes", "10", stdout=StringIO())
+        call_command(command("memory_bench_scale"), "--sizes", "10", stdout=StringIO())
 
 
 @pytest.mark.postgres
@@ -123,7 +124,7 @@ def test_bench_scale_measures_every_page_through_the_server(tmp_path):
     out = StringIO()
     results = tmp_path / "scale.json"
     call_command(
-        "memory_bench_scale",
+        command("memory_bench_scale"),
         "--sizes",
         "2000",
         "--repeat",
@@ -162,8 +163,8 @@ def test_memory_create_database_creates_it_once(monkeypatch):
     monkeypatch.setitem(connection.settings_dict, "NAME", name)
     try:
         first, second = StringIO(), StringIO()
-        call_command("memory_create_database", stdout=first)
-        call_command("memory_create_database", stdout=second)
+        call_command(command("memory_create_database"), stdout=first)
+        call_command(command("memory_create_database"), stdout=second)
         assert first.getvalue().strip() == f"database {name} created"
         assert second.getvalue().strip() == f"database {name} exists"
     finally:
@@ -176,7 +177,7 @@ def test_memory_create_database_leaves_sqlite_alone():
     if connection.vendor == "postgresql":
         pytest.skip("the SQLite path")
     out = StringIO()
-    call_command("memory_create_database", stdout=out)
+    call_command(command("memory_create_database"), stdout=out)
     assert "SQLite" in out.getvalue()
 
 
@@ -184,9 +185,8 @@ def test_memory_create_database_leaves_sqlite_alone():
 @pytest.mark.django_db(transaction=True)
 def test_bench_reviews_runs_in_process_and_with_a_worker_and_checks_each_run():
     out = StringIO()
-    call_command(
-        "memory_bench_reviews", "--agents", "4", "--facts", "3", "--workers", "1", stdout=out
-    )
+    args = ["--agents", "4", "--facts", "3", "--workers", "1"]
+    call_command(command("memory_bench_reviews"), *args, stdout=out)
     text = out.getvalue()
     rows = {
         line.split()[0]: line.split()
@@ -215,4 +215,4 @@ def test_bench_reviews_runs_in_process_and_with_a_worker_and_checks_each_run():
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
 def test_bench_reviews_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):
-        call_command("memory_bench_reviews", "--agents", "4")
+        call_command(command("memory_bench_reviews"), "--agents", "4")

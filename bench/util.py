@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from memory_portal.memory.models import Agent, Note
-from memory_portal.memory.services.notes import _agent_fact
+from memory_portal.memory.services.notes import agent_fact
 
 
 def unsaved_fact(agent: Agent, content: str, *, at: datetime, expires_at=None) -> Note:
     """An agent's own long-term fact as the save service builds it (both identity keys set),
     not saved yet: created and updated `at`, its provenance the agent."""
-    note = _agent_fact(agent, content, expires_at)
+    note = agent_fact(agent, content, expires_at)
     note.created_at = note.updated_at = at
     note.created_by_agent_id = agent.pk
     note.created_by_stage = agent.stage

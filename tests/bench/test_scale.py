@@ -12,6 +12,7 @@ from django.db.models import Count
 
 from memory_portal.memory import counters
 from memory_portal.memory import models as m
+from tests.bench import command
 
 
 @pytest.mark.django_db
@@ -19,14 +20,14 @@ def test_refuses_on_sqlite():
     if connection.vendor == "postgresql":
         pytest.skip("the refusal is SQLite's")
     with pytest.raises(CommandError, match="needs PostgreSQL"):
-        call_command("memory_load_scale", "--notes", "10", stdout=StringIO())
+        call_command(command("memory_load_scale"), "--notes", "10", stdout=StringIO())
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_loads_projects_of_2000_and_is_idempotent():
     out = StringIO()
-    call_command("memory_load_scale", "--notes", "2500", stdout=out)
+    call_command(command("memory_load_scale"), "--notes", "2500", stdout=out)
     assert "Loaded 2,500 notes in 2 projects" in out.getvalue()
     sizes = dict(m.Project.objects.annotate(n=Count("notes")).values_list("slug", "n"))
     assert sizes == {"scale-00001": 2000, "scale-00002": 500}
@@ -68,8 +69,8 @@ def test_loads_projects_of_2000_and_is_idempotent():
     )
 
     again = StringIO()
-    call_command("memory_load_scale", "--notes", "2500", stdout=again)
+    call_command(command("memory_load_scale"), "--notes", "2500", stdout=again)
     assert "nothing loaded" in again.getvalue()
     assert m.Note.objects.count() == 2500
-    call_command("memory_load_scale", "--notes", "4000", stdout=StringIO())
+    call_command(command("memory_load_scale"), "--notes", "4000", stdout=StringIO())
     assert m.Note.objects.count() == 4000 and m.Project.objects.count() == 3

@@ -31,14 +31,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.utils import timezone
 
+from bench import server as benchserver
+from bench.floors import FLOORS
+from bench.scale import SLUG_PREFIX, load_scale
+from bench.util import unsaved_fact
 from memory_portal.dashboard.tables import keyset_cursor
-from memory_portal.memory import benchserver, counters, services
+from memory_portal.memory import counters, services
 from memory_portal.memory.models import Agent, Note, Project
-from memory_portal.memory.scale import SLUG_PREFIX, load_scale
-from memory_portal.memory.scale_floors import FLOORS
 from memory_portal.memory.services.vectors import stamp_vectors
-
-from ..benchutil import unsaved_fact
 
 ADMIN = "scale-bench-admin"
 RECALL_SLUG = "benchscale-recall"

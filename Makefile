@@ -36,7 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench memory_bench_writes
 
 # Pages and endpoints through gunicorn at each size, next to their raw-SQL floor
-# (docs/PERFORMANCE.md, "Service path vs HTTP"). Grows the database of DATABASE_URL (PostgreSQL,
+# (docs/PERFORMANCE.md, "Pages and endpoints at a million notes"). Grows the database of DATABASE_URL (PostgreSQL,
 # a database of its own: it is filled with scale projects) to each size in turn.
 SIZES ?= 10000,100000,1000000
 bench-scale: $(STAMP)

@@ -15,7 +15,7 @@ alone) and `hybrid` (what recall uses). The paraphrase set (tests/memory/recall_
 `PARAPHRASES`, `PARAPHRASE_UNRELATED`, over the same facts) is loaded beside the main set, and
 so is the development set (tests/memory/recall_dev_set.py: `DEV_PARAPHRASES`, `DEV_UNRELATED`),
 written later to tune the semantic calibration on while the paraphrase set stays the blind
-test (docs/RECALL.md, "The development set").
+test (docs/RECALL.md, "Why these constants").
 """
 
 from __future__ import annotations

@@ -38,11 +38,12 @@ class Operation:
     trace: str
     args: type[BaseModel]
     returns: Any
-    function: Callable[[Actor, Any], Any]
+    function: Callable[..., Any]
     description: str
     gate: Callable[[Actor, Operation], None] | None = None
     # Its service changes memory in one transaction of its own, which takes the call from the
-    # budget and counts it (tracing.traced's `settles`).
+    # budget and counts it (tracing.traced's `settles`): the function is then called with the
+    # call to hand over too, `function(actor, args, call)` (an OpenCall, or None for a person).
     settles: bool = False
 
     def trace_name(self, transport: str) -> str:
@@ -99,10 +100,12 @@ def perform(
 ) -> Any:
     """Trace → parse (raw arguments only) → gate → service. Refusals are raised as
     MemoryPortalError for the transport to map; the trace row has been written by then."""
-    with traced(actor, operation.trace_name(transport), settles=operation.settles):
+    with traced(actor, operation.trace_name(transport), settles=operation.settles) as call:
         args = arguments if isinstance(arguments, operation.args) else parse(operation, arguments)
         if operation.gate is not None:
             operation.gate(actor, operation)
+        if operation.settles:
+            return operation.function(actor, args, call)
         return operation.function(actor, args)
 
 

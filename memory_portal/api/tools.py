@@ -126,9 +126,10 @@ def _with_relations(qs):
 # --- The tools' functions (one per tool, whatever the transport) ---------------------------
 
 
-def _write(actor: Actor, args: s.MemoryWriteArgs):
+def _write(actor: Actor, args: s.MemoryWriteArgs, call: services.OpenCall | None):
     result = services.note_write(
         actor=actor,
+        call=call,
         kind=args.kind,
         content=args.content,
         target=args.target,

@@ -1,6 +1,6 @@
 """Every agent call is counted: the run's 512-call budget first, then one trace row per tool
 and outcome code (SPEC §2.10). A write takes both inside its own transaction
-(services.call_opened); every other call takes them around its block."""
+(services.OpenCall); every other call takes them around its block."""
 
 from __future__ import annotations
 
@@ -30,15 +30,15 @@ def trace_name(url_name: str | None) -> str | None:
 def traced(actor: Actor, tool: str, *, settles: bool = False):
     """Take one call from the budget and record the outcome of the block. People's calls to
     v1 routes are not agent calls and are not traced. `settles`: the block's write may take
-    the call and count it `ok` in its own transaction (services.call_opened); a run whose
-    budget was spent when its token was checked is refused before anything runs, as always."""
+    the call and count it `ok` in its own transaction — the block gets the `OpenCall` to hand
+    it; a run whose budget was spent when its token was checked is refused before anything
+    runs, as always."""
     if not actor.is_agent:
-        yield
+        yield None
         return
     run = actor.run
     if settles and not services.run_budget_spent(run=run):
-        with services.call_opened(run=run, tool=tool) as call:
-            yield from _outcome(run, tool, call)
+        yield from _outcome(run, tool, services.OpenCall(run=run, tool=tool))
         return
     try:
         services.run_call_consume(run=run)
@@ -63,7 +63,7 @@ def _record(run, tool: str, outcome: str, call) -> None:
 
 def _outcome(run, tool: str, call):
     try:
-        yield
+        yield call
     except MemoryPortalError as exc:
         _record(run, tool, exc.code, call)
         raise

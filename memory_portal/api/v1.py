@@ -48,10 +48,11 @@ class ListQuery(Schema):
 # --- The operations (HTTP routes below; MCP tools in mcp_server.py) -------------------------
 
 
-def _save(actor: Actor, args: s.MemorySaveIn) -> dict:
+def _save(actor: Actor, args: s.MemorySaveIn, call: services.OpenCall | None) -> dict:
     return serializers.memory(
         services.fact_save(
             actor=actor,
+            call=call,
             text=args.text,
             agent_id=args.agentId,
             expires_at=args.expiresAt,

@@ -95,12 +95,6 @@ def recounted(project_id: int) -> dict[str, int]:
     return values
 
 
-def refresh(project_id: int) -> None:
-    """Store a fresh count, for a loader that inserted notes in bulk outside the services
-    (the benchmark commands)."""
-    MemorySetting.objects.filter(project_id=project_id).update(**recounted(project_id))
-
-
 def changes(setting: MemorySetting, change: dict[str, int]) -> dict:
     """`change` as the UPDATE's values (each counter plus its change, in the database) and
     in place on `setting`, so a caller holding the row sees the state it leaves."""
@@ -113,17 +107,6 @@ def sql_adds(change: dict[str, int]) -> tuple[list[str], list[int]]:
     """`change` for a hand-built UPDATE: its SET items (`field = field + %s`) and their values."""
     qn = connection.ops.quote_name
     return [f"{qn(field)} = {qn(field)} + %s" for field in change], list(change.values())
-
-
-def apply(setting_id: int, change: dict[str, int]) -> None:
-    """Add `change` to the counters of a setting row the caller has locked (one statement), for
-    a service that does not otherwise update the row through `bump`."""
-    if not change:
-        return
-    sets, values = sql_adds(change)
-    table = connection.ops.quote_name(MemorySetting._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s", [*values, setting_id])
 
 
 def project_counts(setting: MemorySetting) -> dict:

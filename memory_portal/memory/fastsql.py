@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, models
 
 from . import counters
+from .models import MemorySetting
 
 
 def _db():
@@ -122,29 +123,45 @@ def insert_pair(first: models.Model, second: models.Model) -> None:
     _saved(second, db)
 
 
-@dataclass
-class LockedSetting:
-    """The project's setting row as the write protocol needs it."""
-
-    id: int
-    project_id: int
-    enabled: bool
-    revocation_epoch: int
-    revision: int
+_ROWS: dict[tuple, tuple[str, list]] = {}
 
 
-def read_setting_row(project_id: int) -> LockedSetting | None:
-    """The setting row as it is now, without a lock (step 1 of the write protocol)."""
-    with _db().cursor() as cursor:
+def _row_plan(model: type[models.Model], db) -> tuple[str, list]:
+    """Every concrete column of `model`, for a SELECT list or a RETURNING clause, and the
+    conversions the ORM applies to each (SQLite's text datetimes, …)."""
+    key = (model, db.vendor)
+    plan = _ROWS.get(key)
+    if plan is None:
+        qn = db.ops.quote_name
+        fields = model._meta.concrete_fields
+        converters = []
+        for i, f in enumerate(fields):
+            col = f.get_col(model._meta.db_table)
+            found = db.ops.get_db_converters(col) + col.get_db_converters(db)
+            if found:
+                converters.append((i, col, found))
+        plan = _ROWS[key] = (", ".join(qn(f.column) for f in fields), converters)
+    return plan
+
+
+def _instance(model: type[models.Model], row, converters: list, db) -> models.Model:
+    values = list(row)
+    for i, col, found in converters:
+        for convert in found:
+            values[i] = convert(values[i], col, db)
+    return model.from_db(db.alias, None, values)
+
+
+def read_setting(project_id: int) -> MemorySetting | None:
+    """The project's setting row as it is now, without a lock (step 1 of the write protocol)."""
+    db = _db()
+    columns, converters = _row_plan(MemorySetting, db)
+    with db.cursor() as cursor:
         cursor.execute(
-            "SELECT id, enabled, revocation_epoch, revision FROM project_memory_setting"
-            " WHERE project_id = %s",
-            [project_id],
+            f"SELECT {columns} FROM project_memory_setting WHERE project_id = %s", [project_id]
         )
         row = cursor.fetchone()
-    if row is None:
-        return None
-    return LockedSetting(row[0], project_id, bool(row[1]), row[2], row[3])
+    return None if row is None else _instance(MemorySetting, row, converters, db)
 
 
 @contextmanager
@@ -189,26 +206,25 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
 
 def lock_and_bump(
     project_id: int, *, now, counted: dict[str, int] | None = None
-) -> LockedSetting | None:
+) -> MemorySetting | None:
     """Take the setting row's lock by bumping its revision (and adding `counted` to its note
     counters: the note about to be written), and read it back, in one statement. A write that
     then refuses or finds an identical note rolls the bump back with its transaction."""
     db = _db()
     value = _DATETIME.get_db_prep_save(now, connection=db)
+    columns, converters = _row_plan(MemorySetting, db)
     adds, added = counters.sql_adds(counted or {})
     sets = ", ".join(["revision = revision + 1", "last_write_at = %s", *adds])
     with bounded_lock_wait(restore=False, inline=True) as bound, db.cursor() as cursor:
         cursor.execute(
             f"{bound}UPDATE project_memory_setting SET {sets}"
-            " WHERE project_id = %s RETURNING id, enabled, revocation_epoch, revision",
+            f" WHERE project_id = %s RETURNING {columns}",
             [value, *added, project_id],
         )
         if bound:
             cursor.nextset()  # past the SET's empty result to the UPDATE's row
         row = cursor.fetchone()
-    if row is None:
-        return None
-    return LockedSetting(row[0], project_id, bool(row[1]), row[2], row[3])
+    return None if row is None else _instance(MemorySetting, row, converters, db)
 
 
 @dataclass(frozen=True)
@@ -320,14 +336,7 @@ def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, list]
         for table in tables:
             fields = table.model._meta.concrete_fields
             columns += [f"{table.alias}.{qn(f.column)}" for f in fields]
-            # The conversions the ORM applies to each column (SQLite's text datetimes, …).
-            converters = []
-            for i, f in enumerate(fields):
-                col = f.get_col(table.alias)
-                found = db.ops.get_db_converters(col) + col.get_db_converters(db)
-                if found:
-                    converters.append((i, col, found))
-            parts.append((table.model, len(fields), converters))
+            parts.append((table.model, len(fields), _row_plan(table.model, db)[1]))
         first, *rest = tables
         sql = f"SELECT {', '.join(columns)} FROM {qn(first.model._meta.db_table)} {first.alias}"
         for table in rest:
@@ -358,10 +367,7 @@ def select_joined(
         if values[0] is None and model._meta.concrete_fields[0].primary_key:
             objects.append(None)  # the LEFT JOIN found nothing
             continue
-        for i, col, found in converters:
-            for convert in found:
-                values[i] = convert(values[i], col, db)
-        objects.append(model.from_db(db.alias, None, values))
+        objects.append(_instance(model, values, converters, db))
     return objects
 
 

@@ -177,7 +177,7 @@ def test_run_creation_refusals(api, tokens, world):
     assert response.status_code == 400 and response.json()["error"]["field"] == "stage"
 
 
-def test_a_run_with_a_task_and_its_start_recall(api, tokens, world):
+def test_a_run_with_a_task_and_its_start_recall(api, tokens, world, stored_vectors):
     services.fact_save(actor=world.as_agent, text="The staging deploy needs the VPN on (PIN-812)")
     services.fact_save(actor=world.as_agent, text="Ana prefers squash merges on the billing repo")
     task = {

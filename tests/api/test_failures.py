@@ -109,13 +109,12 @@ def test_the_dashboard_answers_a_plain_503_page(world, monkeypatch):
     client = Client(raise_request_exception=False)
     client.force_login(world.member)
     note = services.note_write(actor=world.as_agent, kind="fact", content="Veto me").note
-    from memory_portal.memory.services import _common
+    from memory_portal.memory.services.change import ProjectChange
 
-    def fail(project):
+    def fail(change, inserting):
         raise wrapped(sqlite3.OperationalError("database is locked"))
 
-    monkeypatch.setattr(_common, "lock_setting", fail)
-    monkeypatch.setattr("memory_portal.memory.services.lifecycle.lock_setting", fail)
+    monkeypatch.setattr(ProjectChange, "_lock", fail)
     response = client.post(f"/p/acme-web/notes/{note.pk}/veto/", {"next": "/p/acme-web/"})
     assert response.status_code == 503 and response["Retry-After"] == "2"
     html = response.content.decode()

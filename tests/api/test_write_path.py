@@ -1,5 +1,5 @@
-"""The agent's write path as a request really runs it (docs/PERFORMANCE.md, "The write path over
-HTTP"): its statements, and the call budget and trace taken inside the write's own
+"""The agent's write path as a request really runs it (docs/PERFORMANCE.md, "The statements of
+one `memory_write`"): its statements, and the call budget and trace taken inside the write's own
 transaction with every outcome counted as before."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The paraphrase recall set (docs/RECALL.md, "Paraphrases"): questions about the facts of
+"""The paraphrase recall set (docs/RECALL.md, "The sets"): questions about the facts of
 tests/memory/recall_set.py that say the same thing in other words.
 
 Rules the labels follow:

@@ -5,7 +5,6 @@ and nothing of another project moves."""
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
@@ -23,7 +22,7 @@ from memory_portal.memory.models import (
     ReviewRoutine,
     Run,
 )
-from memory_portal.memory.services._common import lock_setting
+from memory_portal.memory.services import project_change
 from memory_portal.memory.tokens import token_authenticate
 from tests.conftest import build_world
 
@@ -284,8 +283,8 @@ def test_the_system_deletes_projects(world, data):
 def test_a_call_that_arrives_after_the_project_is_gone_is_not_found(world, admin):
     stale = Project.objects.get(pk=world.project.pk)
     services.project_delete(actor=admin, project=world.project, confirm="acme-web")
-    with pytest.raises(MemoryPortalError) as info, transaction.atomic():
-        lock_setting(stale)
+    with pytest.raises(MemoryPortalError) as info, project_change(stale, actor=None):
+        pass
     assert info.value.code == "not_found"
     assert not Project.objects.filter(pk=stale.pk).exists()
     assert not MemorySetting.objects.filter(project_id=stale.pk).exists()
@@ -302,13 +301,13 @@ def delete_between_check_and_insert(monkeypatch, delete) -> None:
     insert under the lock (step 2): the window a concurrent delete can fall into."""
     from memory_portal.memory.services import notes as note_services
 
-    original = note_services._provenance
+    original = note_services.stamp_provenance
 
     def provenance_then_delete(actor, note):
         original(actor, note)
         delete()
 
-    monkeypatch.setattr(note_services, "_provenance", provenance_then_delete)
+    monkeypatch.setattr(note_services, "stamp_provenance", provenance_then_delete)
 
 
 def test_a_write_checked_before_its_application_went_is_revoked(world, monkeypatch):

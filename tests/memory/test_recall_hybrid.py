@@ -1,5 +1,5 @@
-"""Hybrid recall scoring (docs/RECALL.md, "Hybrid"): the paraphrase set's rules, the floors of
-the three scorers on both labelled sets, and the calibration of the semantic score."""
+"""Hybrid recall scoring (docs/RECALL.md, "The hybrid score"): the paraphrase set's rules, the
+floors of the three scorers on both labelled sets, and the calibration of the semantic score."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_hybrid_floor_on_the_paraphrase_set(evaluations):
 def test_hybrid_floor_on_the_development_set(evaluations):
     """The development set (tests/memory/recall_dev_set.py), written to tune on: measured 0.724 /
     0.266 for the hybrid, where no calibration that keeps the main set's figures reaches
-    precision 0.9 (docs/RECALL.md, "The development set"). Its unrelated half is harder than the
+    precision 0.9 (docs/RECALL.md, "Why these constants"). Its unrelated half is harder than the
     other sets' (a question about a colleague the agent knows, a tax question beside a tax
     fact): two of its 88 (question, agent) pairs pick a fact, and no more may."""
     ev = evaluations["hybrid"]

@@ -1,4 +1,4 @@
-"""The recall scorer beyond recall (docs/RECALL.md, "Search" and "Near-duplicates"):
+"""The recall scorer beyond recall (docs/RECALL.md, "Search and near-duplicates"):
 `memory_search` ranks full-text and meaning matches by the hybrid score; the daily review
 reports near-duplicates by meaning for the review queue and never merges them."""
 

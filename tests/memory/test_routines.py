@@ -93,9 +93,6 @@ def test_merge_never_retires_a_reviewed_fact(world):
     newer.refresh_from_db()
     assert reviewed.status == Status.ACTIVE, "the manager's decision stays"
     assert newer.status == Status.ARCHIVED and newer.superseded_by_id == reviewed.id
-    other = fact(world, "The VPN is needed to deploy")
-    with refused("memory_trust_locked", world.project):
-        services.note_merge(actor=world.as_agent, note_id=reviewed.id, into_id=other.id)
 
 
 def test_expired_facts_are_renewed_or_archived(world):

@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from bench.floors import FLOORS
 from bench.recall_eval import default_dataset_path, load_dataset
-from bench.util import unsaved_fact
-from memory_portal.memory import counters, embeddings, services
+from bench.util import refresh_counters, unsaved_fact
+from memory_portal.memory import embeddings, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import MemorySetting, Note, Stage
 from memory_portal.memory.recall import facts as recall_facts
@@ -122,7 +122,7 @@ class Command(BaseCommand):
             note.embedding_model = originals[i % len(texts)].embedding_model
         self.embed_ms = (time.perf_counter() - started) * 1000
         Note.objects.bulk_create(notes, batch_size=500)
-        counters.refresh(project.pk)
+        refresh_counters(project.pk)
 
     def _measure(self, actor: Actor, queries: list[str], n: int, repeat: int) -> None:
         lexical.clear_caches()

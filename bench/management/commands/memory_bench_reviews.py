@@ -21,7 +21,7 @@ same moment. Then the cron call, `routines_run_due(now=…)`:
 After every run it checks that each routine has exactly one review of the day, succeeded, that
 the reviews did the planned work, and that the projects' stored counters match a fresh count.
 The projects go after each run unless --keep. PostgreSQL only. docs/PERFORMANCE.md, "The daily
-review at scale", has the figures.
+review of 10,000 agents", has the figures.
 """
 
 from __future__ import annotations

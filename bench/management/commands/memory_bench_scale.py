@@ -34,9 +34,9 @@ from django.utils import timezone
 from bench import server as benchserver
 from bench.floors import FLOORS
 from bench.scale import SLUG_PREFIX, load_scale
-from bench.util import unsaved_fact
+from bench.util import refresh_counters, unsaved_fact
 from memory_portal.dashboard.tables import keyset_cursor
-from memory_portal.memory import counters, services
+from memory_portal.memory import services
 from memory_portal.memory.models import Agent, Note, Project
 from memory_portal.memory.services.vectors import stamp_vectors
 
@@ -146,7 +146,7 @@ class Command(BaseCommand):
             ]
             stamp_vectors(notes)  # as every write stores them (docs/RECALL.md, "Stored vectors")
             Note.objects.bulk_create(notes, batch_size=500)
-            counters.refresh(project.pk)
+            refresh_counters(project.pk)
         return Agent.objects.get(project=project)
 
     def _token(self, agent: Agent) -> str:

@@ -100,13 +100,11 @@ def note_action(request, access, note_id, verb):
     result = action.service(
         actor=actor_of(request), note_id=note_id, project=access.project, **arguments
     )
-    changed, fresh = [note_id], False
+    changed = [note_id]
     if isinstance(result, services.notes.WriteResult):
-        # An edit goes through the write protocol, whose lock is hand-built SQL that leaves
-        # access.project's setting as it was: read the setting again.
-        changed, fresh = [result.note.pk, note_id], True
+        changed = [result.note.pk, note_id]  # an edit: the new note and the one it replaced
     message = action.message(note_id, result)
-    return rows_response(request, access, note_ids=changed, message=message, fresh=fresh)
+    return rows_response(request, access, note_ids=changed, message=message, fresh=False)
 
 
 @project_action

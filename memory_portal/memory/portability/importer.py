@@ -88,7 +88,7 @@ def project_import(
     by_type: dict[type, list] = {}
     for _, r in records:
         by_type.setdefault(type(r), []).append(r)
-    from ..services._common import audit, bump, lock_setting
+    from ..services.change import project_change
     from ..services.vectors import embed_texts, note_text
 
     # The notes' vectors, computed before the transaction (never under the project's lock).
@@ -113,28 +113,25 @@ def project_import(
                 project=project, enabled=by_type[fmt.SettingLine][0].enabled
             )
             report.created_project = True
-        setting = lock_setting(project)
-        _import_rows(project, by_type, new_id, report, vectors=(vectors, provider))
-        if sum(report.counts.values()):
-            bump(
-                setting,
-                wrote_note=bool(report.counts.get("note")),
-                **counters.recounted(project.pk),
+        with project_change(project, actor=actor) as change:
+            _import_rows(project, by_type, new_id, report, vectors=(vectors, provider))
+            if sum(report.counts.values()):
+                change.changed(
+                    wrote_note=bool(report.counts.get("note")),
+                    **counters.recounted(project.pk),
+                )
+            change.audit(
+                AuditAction.MEMORY_IMPORT,
+                target=slug,
+                details={
+                    "from_project": header.project,
+                    "format_version": header.version,
+                    "remapped": remap,
+                    "created_project": report.created_project,
+                    "inserted": report.counts,
+                    "unchanged": report.unchanged,
+                },
             )
-        audit(
-            actor=actor,
-            action=AuditAction.MEMORY_IMPORT,
-            project=project,
-            target=slug,
-            details={
-                "from_project": header.project,
-                "format_version": header.version,
-                "remapped": remap,
-                "created_project": report.created_project,
-                "inserted": report.counts,
-                "unchanged": report.unchanged,
-            },
-        )
     return report
 
 

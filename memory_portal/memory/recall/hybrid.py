@@ -1,4 +1,4 @@
-"""Hybrid recall scoring (docs/RECALL.md, "Hybrid"): the lexical score and a calibrated
+"""Hybrid recall scoring (docs/RECALL.md, "The hybrid score"): the lexical score and a calibrated
 semantic score from sentence embeddings, combined into one score in [0, 1] where 0.5 keeps
 its meaning ("worth recalling").
 
@@ -17,8 +17,8 @@ word-only match: when the fact's cosine is below `lexical_gate`, its lexical sco
 under 0.5 (a shared word, different subject).
 
 The constants were chosen on the main labelled set and the even-numbered half of the paraphrase
-set, for the built-in model (docs/RECALL.md, "Hybrid"); an endpoint's model has its own cosine
-scale and would need its own calibration.
+set, for the built-in model (docs/RECALL.md, "The hybrid score"); an endpoint's model has its
+own cosine scale and would need its own calibration.
 """
 
 from __future__ import annotations

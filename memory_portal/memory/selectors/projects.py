@@ -40,10 +40,12 @@ def project_get(*, actor: Actor, slug: str) -> Project:
 
 
 def setting_get(*, project: Project) -> MemorySetting:
-    """The current switch state, read fresh on every call (never cached)."""
+    """The current switch state, read fresh on every call (never cached). A project without its
+    row yet (the first change to it makes the row) reads as the row's defaults, memory off,
+    its counters counted."""
     setting = MemorySetting.objects.filter(project=project).first()
     if setting is None:
-        setting, _ = MemorySetting.objects.get_or_create(project=project)
+        setting = MemorySetting(project=project, **counters.recounted(project.pk))
     return setting
 
 

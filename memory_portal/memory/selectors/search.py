@@ -29,9 +29,9 @@ def notes_search(
     day: date | None = None,
 ) -> QuerySet[Note]:
     """Search over what the actor may list: full text, and, when embeddings are on, meaning
-    (docs/RECALL.md, "Search"). Full text: PostgreSQL websearch_to_tsquery over the generated
-    `search_vector` column (GIN index), best rank first; SQLite: every word must occur in
-    content or summary, newest first. With meaning, the full-text matches and the notes whose
+    (docs/RECALL.md, "Search and near-duplicates"). Full text: PostgreSQL websearch_to_tsquery over
+    the generated `search_vector` column (GIN index), best rank first; SQLite: every word must occur
+    in content or summary, newest first. With meaning, the full-text matches and the notes whose
     stored vector is close to the query (hybrid score ≥ the recall threshold) are ranked by the
     hybrid score recall uses, best first."""
     reject_unstorable("query", query)

@@ -2,13 +2,11 @@
 the API, the CLI, management commands and tasks all call these; nothing else writes."""
 
 from ._common import tasks_run_in_process
+from .change import ProjectChange, project_change
 from .day import day_append
 from .lifecycle import (
     note_archive,
-    note_expire,
     note_forget,
-    note_merge,
-    note_renew,
     note_restore,
     note_unarchive,
     note_undo,
@@ -53,14 +51,16 @@ from .scratchpad import (
     scratchpad_undo,
 )
 from .settings import memory_disable, memory_enable, memory_reset
-from .trace import call_opened, run_budget_spent, run_call_consume, tool_call_record
+from .trace import OpenCall, run_budget_spent, run_call_consume, tool_call_record
 
 __all__ = [
+    "ProjectChange",
+    "project_change",
     "tasks_run_in_process",
     "agent_create",
     "application_create",
     "application_delete",
-    "call_opened",
+    "OpenCall",
     "day_append",
     "fact_save",
     "membership_set",
@@ -70,11 +70,8 @@ __all__ = [
     "note_approve",
     "note_archive",
     "note_edit",
-    "note_expire",
     "note_forget",
-    "note_merge",
     "note_reject",
-    "note_renew",
     "note_restore",
     "note_reverify",
     "note_unarchive",

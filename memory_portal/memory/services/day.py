@@ -3,22 +3,14 @@ edited or superseded."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils import timezone
 
 from .. import counters
-from ..access import (
-    check_agent_gate,
-)
+from ..access import check_agent_gate
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
-from ..models import (
-    Kind,
-    Note,
-    Status,
-    Target,
-)
+from ..models import Kind, Note, Status, Target
 from ..validation import (
     DAY_LINE_MAX,
     DAY_ROW_MAX,
@@ -26,16 +18,10 @@ from ..validation import (
     gate,
     stamp_identity,
 )
-from ._common import audit, bump, lock_setting
+from .change import current_setting, project_change
 from .notes import agent_note
 from .schedule import routine_ensure
-from .write import (
-    _check_caps,
-    _check_epoch,
-    _current_setting,
-    _provenance,
-    _write_check,
-)
+from .write import stamp_provenance
 
 
 def day_append(*, actor: Actor, line: str) -> Note:
@@ -46,7 +32,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
     run = actor.run
     agent = run.agent
     project = run.project
-    setting = _current_setting(actor, project)
+    setting = current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     text = gate(
@@ -55,10 +41,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
     now = timezone.now()
     today = now.date()
     stamped = " ".join(part for part in (now.strftime("%H:%M"), run.task_key, text) if part)
-    with transaction.atomic():
-        setting = lock_setting(project)
-        _check_epoch(setting, epoch)
-        check_agent_gate(actor, setting, write=True)
+    with project_change(project, actor=actor, epoch=epoch, gate=True) as change:
         row = (
             Note.objects.select_for_update()
             .filter(owner_agent=agent, kind=Kind.DAY, day=today, status=Status.ACTIVE)
@@ -75,19 +58,19 @@ def day_append(*, actor: Actor, line: str) -> Note:
             stamp_identity(row)
             row.save(update_fields=["content", "content_key", "updated_at"])
             action = AuditAction.DAY_APPEND
+            change.changed(wrote_note=True)
         else:
             key = day_row_identity(owner_agent_id=agent.pk, day=today)
             fields = {"day": today, "content_hash": key, "created_at": now, "updated_at": now}
             row = agent_note(
                 agent, Kind.DAY, stamped, project=project, target=Target.DAILY, **fields
             )
-            _check_caps(actor, project, _write_check(actor, project, row))
-            _provenance(actor, row)
+            change.check_caps(row)
+            stamp_provenance(actor, row)
             row.save(force_insert=True)
             action = AuditAction.DAY_CREATE
-        created = action == AuditAction.DAY_CREATE
-        bump(setting, wrote_note=True, counted=counters.moved(None, row) if created else None)
-        audit(actor=actor, action=action, project=project, note=row, details={"day": str(today)})
+            change.changed(wrote_note=True, counted=counters.moved(None, row))
+        change.audit(action, note=row, details={"day": str(today)})
         if action == AuditAction.DAY_CREATE:
             routine_ensure(actor=actor, agent=agent)  # the day log feeds the daily review too
     return row

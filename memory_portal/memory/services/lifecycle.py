@@ -1,17 +1,16 @@
-"""Changes to an existing note's life, each under the setting-row lock and recorded by
-`change_note`: archive, unarchive, veto, undo, forget, restore, merge, renew, expire."""
+"""Changes to an existing note's life, each one `project_change` recorded by its
+`change_note`: archive, unarchive, veto, undo, forget, restore. `within`: the change a run's
+revert (or its undo) makes them part of."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from ..access import (
     actor_role,
-    check_agent_gate,
     require_manager,
     require_person,
 )
@@ -28,24 +27,14 @@ from ..models import (
     Recovery,
     Status,
     Trust,
-    is_expired,
 )
 from ..selectors import (
     note_not_found,
     recoveries_for_actor,
 )
-from ..validation import (
-    ARCHIVE_REASON_MAX,
-    future_expiry,
-    require_text,
-)
-from ._common import (
-    change_note,
-    is_manager,
-    live_twin,
-    lock_setting,
-    locked_note,
-)
+from ..validation import ARCHIVE_REASON_MAX, require_text
+from ._common import live_twin
+from .change import ProjectChange, note_project, project_change
 
 RESERVED_REASONS = {REASON_VETOED, REASON_SUPERSEDED, REASON_EXPIRED}
 
@@ -67,29 +56,51 @@ def _archived(reason: str, **also) -> dict:
     }
 
 
+def _note_change(
+    actor: Actor, note_id: str, project: Project | None, within: ProjectChange | None, **checks
+):
+    """The change of one note's project (see `ProjectChange.note`)."""
+    if within is not None:
+        project = within.project
+    project, known = note_project(actor, note_id, project)
+    return project_change(project, actor=actor, within=within, **checks), known
+
+
 def note_archive(
-    *, actor: Actor, note_id: str, reason: str, project: Project | None = None
+    *,
+    actor: Actor,
+    note_id: str,
+    reason: str,
+    project: Project | None = None,
+    within: ProjectChange | None = None,
 ) -> Note:
     """Archive with a reason: the owning agent (its own notes) or a person."""
     text = require_text("reason", reason, max_len=ARCHIVE_REASON_MAX)
     if text.lower() in RESERVED_REASONS:
         raise invalid("reason", f"The reason {text!r} is set by Memory Portal itself.")
-    with transaction.atomic():
-        note, setting = locked_note(actor, note_id, project)
-        check_agent_gate(actor, setting, write=True)
+    changing, known = _note_change(actor, note_id, project, within, gate=True)
+    with changing as change:
+        note = change.note(note_id, known=known)
         _require_own(actor, note)
         if note.status == Status.FORGOTTEN:
             raise invalid("id", f"{note.pk} is forgotten; restore it first.")
         if note.status == Status.ARCHIVED:
             return note
-        change_note(actor, setting, note, AuditAction.NOTE_ARCHIVE, _archived(text))
+        change.change_note(note, AuditAction.NOTE_ARCHIVE, _archived(text))
     return note
 
 
-def _unarchive(*, actor: Actor, note_id: str, action: AuditAction, project: Project | None) -> Note:
-    with transaction.atomic():
-        note, setting = locked_note(actor, note_id, project)
-        check_agent_gate(actor, setting, write=True)
+def _unarchive(
+    *,
+    actor: Actor,
+    note_id: str,
+    action: AuditAction,
+    project: Project | None,
+    within: ProjectChange | None,
+) -> Note:
+    changing, known = _note_change(actor, note_id, project, within, gate=True)
+    with changing as change:
+        note = change.note(note_id, known=known)
         _require_own(actor, note)
         if note.status == Status.ACTIVE:
             return note
@@ -112,7 +123,7 @@ def _unarchive(*, actor: Actor, note_id: str, action: AuditAction, project: Proj
             "archived_at": None,
             "vetoed_by": None,
         }
-        change_note(actor, setting, note, action, live, details=details)
+        change.change_note(note, action, live, details=details)
     return note
 
 
@@ -130,18 +141,35 @@ def _check_unique_live(note: Note) -> None:
     )
 
 
-def note_unarchive(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+def note_unarchive(
+    *,
+    actor: Actor,
+    note_id: str,
+    project: Project | None = None,
+    within: ProjectChange | None = None,
+) -> Note:
     """Bring an archived note back: never a superseded one; a vetoed one only by a person."""
     return _unarchive(
-        actor=actor, note_id=note_id, action=AuditAction.NOTE_UNARCHIVE, project=project
+        actor=actor,
+        note_id=note_id,
+        action=AuditAction.NOTE_UNARCHIVE,
+        project=project,
+        within=within,
     )
 
 
-def note_veto(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+def note_veto(
+    *,
+    actor: Actor,
+    note_id: str,
+    project: Project | None = None,
+    within: ProjectChange | None = None,
+) -> Note:
     """A person's one-click veto: archive with reason `vetoed`, recording who."""
     require_person(actor, code="memory_veto_human_only", what="a veto")
-    with transaction.atomic():
-        note, setting = locked_note(actor, note_id, project)
+    changing, known = _note_change(actor, note_id, project, within)
+    with changing as change:
+        note = change.note(note_id, known=known)
         if note.is_vetoed:
             return note
         if note.status != Status.ACTIVE:
@@ -149,23 +177,38 @@ def note_veto(*, actor: Actor, note_id: str, project: Project | None = None) -> 
                 "id", f"{note.pk} is not live ({note.status}); only live notes are vetoed."
             )
         vetoed = _archived(REASON_VETOED, vetoed_by=actor.user)
-        change_note(actor, setting, note, AuditAction.NOTE_VETO, vetoed)
+        change.change_note(note, AuditAction.NOTE_VETO, vetoed)
     return note
 
 
-def note_undo(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+def note_undo(
+    *,
+    actor: Actor,
+    note_id: str,
+    project: Project | None = None,
+    within: ProjectChange | None = None,
+) -> Note:
     """Undo a veto (or any archive) — a person's unarchive."""
     require_person(actor, code="memory_veto_human_only", what="an undo")
-    return _unarchive(actor=actor, note_id=note_id, action=AuditAction.NOTE_UNDO, project=project)
+    return _unarchive(
+        actor=actor, note_id=note_id, action=AuditAction.NOTE_UNDO, project=project, within=within
+    )
 
 
-def note_forget(*, actor: Actor, note_id: str, project: Project | None = None) -> Recovery:
+def note_forget(
+    *,
+    actor: Actor,
+    note_id: str,
+    project: Project | None = None,
+    within: ProjectChange | None = None,
+) -> Recovery:
     """Hide a note and keep a recovery record. Agents forget learned notes in their reach;
     managers forget any note."""
-    with transaction.atomic():
-        note, setting = locked_note(actor, note_id, project)
+    changing, known = _note_change(actor, note_id, project, within)
+    with changing as change:
+        note = change.note(note_id, known=known)
         if actor.is_agent:
-            check_agent_gate(actor, setting, write=True)
+            change.check_gate()
             if note.status != Status.ACTIVE:
                 raise note_not_found(note_id)
             if note.trust != Trust.LEARNED:
@@ -189,34 +232,33 @@ def note_forget(*, actor: Actor, note_id: str, project: Project | None = None) -
             recovery.forgotten_by_user = actor.user
         recovery.save(force_insert=True)
         forgotten = {"status": Status.FORGOTTEN}
-        change_note(
-            actor, setting, note, AuditAction.NOTE_FORGET, forgotten, recovery_id=recovery.pk
-        )
+        change.change_note(note, AuditAction.NOTE_FORGET, forgotten, recovery_id=recovery.pk)
     return recovery
 
 
-def note_restore(*, actor: Actor, recovery_id: str) -> Note:
+def note_restore(
+    *, actor: Actor, recovery_id: str, within: ProjectChange | None = None
+) -> Note:
     """Bring a forgotten note back to the status it had, trust unchanged; the recovery record
     is consumed."""
     not_found = MemoryPortalError(
         "memory_recovery_not_found", f"No recovery {recovery_id} you can restore."
     )
-    with transaction.atomic():
-        recovery = Recovery.objects.select_related("note", "project").filter(pk=recovery_id).first()
-        if recovery is None:
+    recovery = Recovery.objects.select_related("note", "project").filter(pk=recovery_id).first()
+    if recovery is None:
+        raise not_found
+    project = recovery.project
+    if actor.is_agent:
+        # The recoveries this agent may list (the visibility rule) are the ones it restores.
+        if not recoveries_for_actor(actor=actor).filter(pk=recovery_id).exists():
             raise not_found
-        project = recovery.project
-        if actor.is_agent:
-            # The recoveries this agent may list (the visibility rule) are the ones it restores.
-            if not recoveries_for_actor(actor=actor).filter(pk=recovery_id).exists():
-                raise not_found
-        else:
-            if actor_role(actor, project) is None:
-                raise not_found
-            require_manager(actor, project)
-        setting = lock_setting(project)
-        if actor.is_agent:
-            check_agent_gate(actor, setting, write=True)
+    else:
+        if actor_role(actor, project) is None:
+            raise not_found
+        require_manager(actor, project)
+    if within is not None and within.project.pk != project.pk:
+        raise not_found
+    with project_change(project, actor=actor, gate=actor.is_agent, within=within) as change:
         recovery = Recovery.objects.select_for_update().filter(pk=recovery_id).first()
         if recovery is None:
             raise not_found
@@ -230,9 +272,7 @@ def note_restore(*, actor: Actor, recovery_id: str) -> Note:
         note.project = project
         status = recovery.previous_status
         recovery.delete()
-        change_note(
-            actor,
-            setting,
+        change.change_note(
             note,
             AuditAction.NOTE_RESTORE,
             {"status": status},
@@ -252,66 +292,3 @@ def notes_mark_recalled(
     return Note.objects.filter(project=project, pk__in=note_ids).update(
         recall_count=F("recall_count") + 1, last_recalled_at=now or timezone.now()
     )
-
-
-# --- The daily review's changes -----------------------------------------------------------
-
-
-def note_merge(*, actor: Actor, note_id: str, into_id: str) -> Note:
-    """Archive a duplicate fact as superseded by an existing live one of the same agent (the
-    daily review's merge: the newest copy stays)."""
-    with transaction.atomic():
-        old, setting = locked_note(actor, note_id)
-        check_agent_gate(actor, setting, write=True)
-        keeper = Note.objects.select_for_update().filter(pk=into_id, project=old.project).first()
-        if keeper is None or keeper.status != Status.ACTIVE:
-            raise note_not_found(into_id)
-        if keeper.owner_agent_id != old.owner_agent_id or keeper.pk == old.pk:
-            raise MemoryPortalError(
-                "memory_agent_mismatch", "Only one agent's own facts can be merged."
-            )
-        if old.kind == Kind.DAY or keeper.kind == Kind.DAY:
-            raise MemoryPortalError("memory_day_append_only", "Day logs are not merged.")
-        if old.status != Status.ACTIVE:
-            raise MemoryPortalError("memory_supersede_archived", f"{old.pk} is not live.")
-        if old.trust != Trust.LEARNED and not is_manager(actor, old.project):
-            raise MemoryPortalError(
-                "memory_trust_locked", f"{old.pk} is {old.trust}; only a manager retires it."
-            )
-        merged = _archived(REASON_SUPERSEDED, superseded_by=keeper)
-        change_note(
-            actor, setting, old, AuditAction.NOTE_MERGE, merged, details={"into": keeper.pk}
-        )
-    return old
-
-
-def note_renew(*, actor: Actor, note_id: str, expires_at: datetime) -> Note:
-    """Push a fact's expiry forward (the daily review renews facts still being recalled)."""
-    expires_at = future_expiry(expires_at, now=timezone.now())
-    with transaction.atomic():
-        note, setting = locked_note(actor, note_id)
-        check_agent_gate(actor, setting, write=True)
-        _require_own(actor, note)
-        if note.status != Status.ACTIVE:
-            raise invalid("id", f"{note.pk} is not live.")
-        previous = note.expires_at.isoformat() if note.expires_at else None
-        details = {"from": previous, "to": expires_at.isoformat()}
-        renewed = {"expires_at": expires_at}
-        change_note(actor, setting, note, AuditAction.NOTE_RENEW, renewed, details=details)
-    return note
-
-
-def note_expire(*, actor: Actor, note_id: str, now: datetime | None = None) -> Note:
-    """Archive an expired fact with reason `expired` (the daily review's clean-up). `now` is
-    the review's clock."""
-    now = now or timezone.now()
-    with transaction.atomic():
-        note, setting = locked_note(actor, note_id)
-        check_agent_gate(actor, setting, write=True)
-        _require_own(actor, note)
-        if note.status != Status.ACTIVE:
-            return note
-        if not is_expired(note.expires_at, now):
-            raise invalid("id", f"{note.pk} has not expired.")
-        change_note(actor, setting, note, AuditAction.NOTE_EXPIRE, _archived(REASON_EXPIRED))
-    return note

@@ -46,12 +46,9 @@ from ..validation import (
     tags_to_text,
 )
 from . import vectors
-from .write import (
-    WriteResult,
-    _current_setting,
-    _insert,
-    _provenance,
-)
+from .change import current_setting
+from .trace import OpenCall
+from .write import WriteResult, insert_note, stamp_provenance
 
 TOOL_KINDS = {Kind.FACT, Kind.LESSON, Kind.DECISION, Kind.NAVIGATION}
 TOOL_SCOPES = {Scope.PROJECT, Scope.APPLICATION}
@@ -72,11 +69,11 @@ KEPT_ON_EDIT = (
 )
 
 
-def _send(actor: Actor, project: Project, epoch: int, note: Note, *protocol, **more) -> WriteResult:
-    """A checked note's last step outside the lock, then the write protocol (`_insert`). A new
-    note's vector is stored after the commit, off the request's path (services/vectors.py)."""
-    _provenance(actor, note)
-    result = _insert(actor, project, epoch, note, *protocol, **more)
+def _send(actor: Actor, project: Project, epoch: int, note: Note, **protocol) -> WriteResult:
+    """A checked note's last step outside the lock, then the write protocol (`insert_note`). A
+    new note's vector is stored after the commit, off the request's path (services/vectors.py)."""
+    stamp_provenance(actor, note)
+    result = insert_note(actor, project, epoch, note, **protocol)
     if result.created:
         vectors.store_later(result.note.pk)
     return result
@@ -144,8 +141,10 @@ def note_write(
     day: date | None = None,
     evidence: dict | None = None,
     expires_at: datetime | None = None,
+    call: OpenCall | None = None,
 ) -> WriteResult:
-    """`memory_write`: save a learned note in the caller's project (agents, by their run)."""
+    """`memory_write`: save a learned note in the caller's project (agents, by their run).
+    `call`: the API call that makes it, taken from the run's budget with the write."""
     if not actor.is_agent:
         raise MemoryPortalError(
             "memory_tool_forbidden", "memory_write is an agent tool; people save through v1."
@@ -153,7 +152,7 @@ def note_write(
     run = actor.run
     project = run.project
     # 1. Validate outside any lock; remember the epoch.
-    setting = _current_setting(actor, project)
+    setting = current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     if kind not in TOOL_KINDS:
@@ -200,7 +199,7 @@ def note_write(
         note.evidence_path = verified.path
         note.evidence_commit = verified.commit
         note.evidence_quote = verified.quote
-    return _send(actor, project, epoch, note)
+    return _send(actor, project, epoch, note, call=call)
 
 
 def fact_save(
@@ -210,12 +209,14 @@ def fact_save(
     agent_id: str | None = None,
     expires_at: datetime | None = None,
     supersedes: str | None = None,
+    call: OpenCall | None = None,
 ) -> WriteResult:
     """`POST /api/v1/memories` and `memory save`: one private fact of an agent, by the agent or
-    by a person naming it. Expires in 90 days unless `expires_at` says otherwise."""
+    by a person naming it. Expires in 90 days unless `expires_at` says otherwise. `call`: the
+    API call that makes it (see `note_write`)."""
     agent = agent_for_memories(actor=actor, agent_id=agent_id)
     project = agent.project
-    setting = _current_setting(actor, project)
+    setting = current_setting(actor, project)
     check_agent_gate(actor, setting, write=True)
     epoch = setting.revocation_epoch
     fact = require_text("text", text, max_len=FACT_MAX, too_long_code="memory_text_too_long")
@@ -227,7 +228,16 @@ def fact_save(
     note = agent_fact(agent, fact, expires_at)
     action = AuditAction.NOTE_SUPERSEDE if supersedes else AuditAction.NOTE_SAVE
     # The first save starts the daily review.
-    return _send(actor, project, epoch, note, supersedes, action, start_review_of=agent)
+    return _send(
+        actor,
+        project,
+        epoch,
+        note,
+        supersede_id=supersedes,
+        action=action,
+        start_review_of=agent,
+        call=call,
+    )
 
 
 def agent_fact(agent: Agent, text: str, expires_at: datetime | None) -> Note:
@@ -257,7 +267,10 @@ def note_edit(
     limit = FACT_MAX if old.scope == Scope.AGENT else CONTENT_MAX
     code = "memory_text_too_long" if old.scope == Scope.AGENT else None
     text = require_text("content", content, max_len=limit, too_long_code=code)
-    epoch = _current_setting(actor, old.project).revocation_epoch
+    # The caller's project object, when it named one, is the one the change leaves its state on.
+    project = project or old.project
+    epoch = current_setting(actor, project).revocation_epoch
     note = Note(content=text, **{name: getattr(old, name) for name in KEPT_ON_EDIT})
+    note.project = project
     stamp_identity(note)
-    return _send(actor, old.project, epoch, note, old.pk, AuditAction.NOTE_EDIT)
+    return _send(actor, project, epoch, note, supersede_id=old.pk, action=AuditAction.NOTE_EDIT)

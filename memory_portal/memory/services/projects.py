@@ -34,7 +34,8 @@ from ..models import (
     Status,
 )
 from ..validation import PATH_MAX, SLUG_MAX, gate, require_name
-from ._common import audit, audit_event, bump, lock_setting
+from ._common import audit, audit_event
+from .change import project_change
 
 
 def _slug(field: str, value: object) -> str:
@@ -133,8 +134,8 @@ def project_delete(*, actor: Actor | None, project: Project, confirm: str) -> di
         require_administrator(actor, "delete projects")
     _require_typed_confirmation(what="project", slug=project.slug, confirm=confirm)
     slug = project.slug
-    with transaction.atomic():
-        lock_setting(project)  # waits for in-flight writes; later ones find no project
+    # The lock waits for in-flight writes; later ones find no project.
+    with project_change(project, actor=actor):
         notes = Note.objects.filter(project=project)
         by_status = _notes_by_status(notes)
         _clear_supersede_links(notes)
@@ -174,8 +175,7 @@ def application_delete(*, actor: Actor | None, application: Application, confirm
         require_manager(actor, project)
     slug = application.slug
     _require_typed_confirmation(what="application", slug=slug, confirm=confirm)
-    with transaction.atomic():
-        setting = lock_setting(project)
+    with project_change(project, actor=actor) as change:
         if not Application.objects.filter(pk=application.pk).exists():
             raise application_not_found(project, slug)  # someone else deleted it meanwhile
         notes = Note.objects.filter(application=application)
@@ -199,18 +199,11 @@ def application_delete(*, actor: Actor | None, application: Application, confirm
         }
         # Agents' views change, and writes checked against the application (its scope, its
         # repository links) while it still existed must not land: revoke them.
-        bump(
-            setting,
-            revocation_epoch=setting.revocation_epoch + 1,
+        change.changed(
+            revocation_epoch=change.setting.revocation_epoch + 1,
             **counters.recounted(project.pk),
         )
-        audit(
-            actor=actor,
-            action=AuditAction.APPLICATION_DELETE,
-            project=project,
-            target=slug,
-            details=counts,
-        )
+        change.audit(AuditAction.APPLICATION_DELETE, target=slug, details=counts)
     return counts
 
 
@@ -274,8 +267,7 @@ def repository_link_set(
     if actor is not None:
         require_manager(actor, project)
     commit = evidence_checks.resolve_commit(repo_path=repository.path, revision=revision)
-    with transaction.atomic():
-        setting = lock_setting(project)
+    with project_change(project, actor=actor) as change:
         link = RepositoryLink.objects.filter(application=application, repository=repository).first()
         previous = link.revision if link else ""
         if link is None:
@@ -288,11 +280,9 @@ def repository_link_set(
             link.save(update_fields=["revision", "updated_at"])
         else:
             return link
-        bump(setting)
-        audit(
-            actor=actor,
-            action=AuditAction.REPOSITORY_LINK,
-            project=project,
+        change.changed()
+        change.audit(
+            AuditAction.REPOSITORY_LINK,
             target=f"{application.slug}:{repository.slug}",
             details={"from": previous, "to": commit},
         )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db import transaction
 from django.db.models import Q
 
 from .. import counters
@@ -40,7 +39,7 @@ from ..models import (
     refused_q,
 )
 from . import lifecycle
-from ._common import audit, audit_context, bump, lock_setting, save_note_change
+from .change import ProjectChange, project_change
 
 # More changes than this need the run id typed as a confirmation.
 CONFIRM_THRESHOLD = 20
@@ -249,14 +248,7 @@ def _plan(run: Run, include_reviewed: list[str] | None) -> RevertPlan:
     return plan
 
 
-def run_revert_preview(*, actor: Actor, run: Run, include_reviewed: list[str] | None = None):
-    """The impact preview alone (managers); nothing changes."""
-    require_person(actor, what="a revert")
-    require_manager(actor, run.project)
-    return _plan(run, include_reviewed)
-
-
-def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
+def _bring_back_superseded(change: ProjectChange, note: Note) -> dict:
     item = {
         "note": note.pk,
         "action": "unsupersede",
@@ -271,7 +263,7 @@ def _bring_back_superseded(actor: Actor, note: Note, setting) -> dict:
     fields = ("status", "archive_reason", "archived_at", "superseded_by")
     details = {"was": "superseded", "superseded_by": item["superseded_by"]}
     unarchive = AuditAction.NOTE_UNARCHIVE
-    save_note_change(actor, setting, note, fields, unarchive, was=before, details=details)
+    change.save_note(note, fields, unarchive, was=before, details=details)
     return item
 
 
@@ -291,8 +283,7 @@ def run_revert(
     if dry_run:
         return _plan(run, include_reviewed), None
     revert_id = new_revert_id()
-    with transaction.atomic():
-        setting = lock_setting(run.project)
+    with project_change(run.project, actor=actor) as change:
         plan = _plan(run, include_reviewed)  # judged again under the lock
         if plan.confirm_required and confirm != run.pk:
             raise invalid(
@@ -301,38 +292,40 @@ def run_revert(
                 hint=f"Nothing was changed; retry with confirm set to {run.pk}.",
             )
         items: list[dict] = []
-        with audit_context(revert=revert_id, reverted_with_run=run.pk):
-            for note in plan.forget:
-                recovery = lifecycle.note_forget(actor=actor, note_id=note.pk)
-                items.append({"note": note.pk, "action": "forget", "recovery": recovery.pk})
-            for note in plan.veto + plan.day_rows:
-                lifecycle.note_veto(actor=actor, note_id=note.pk)
-                items.append({"note": note.pk, "action": "veto"})
-            for note, how in plan.bring_back:
-                note = Note.objects.select_for_update().get(pk=note.pk)
-                if how == "superseded":
-                    items.append(_bring_back_superseded(actor, note, setting))
-                elif how == "archived":
-                    item = {
-                        "note": note.pk,
-                        "action": "unarchive",
-                        "reason": note.archive_reason,
-                        "archived_at": note.archived_at.isoformat() if note.archived_at else None,
-                    }
-                    lifecycle.note_unarchive(actor=actor, note_id=note.pk)
-                    items.append(item)
-                else:
-                    recovery = note.recovery
-                    item = {
-                        "note": note.pk,
-                        "action": "restore",
-                        "recovery": recovery.pk,
-                        **{name: getattr(recovery, name) for name in RECOVERY_KEPT},
-                        "forgotten_by_user": recovery.forgotten_by_user_id,
-                        "created_at": recovery.created_at.isoformat(),
-                    }
-                    lifecycle.note_restore(actor=actor, recovery_id=recovery.pk)
-                    items.append(item)
+        # Every note's event names the revert and its run.
+        change.audit_details = {"revert": revert_id, "reverted_with_run": run.pk}
+        for note in plan.forget:
+            recovery = lifecycle.note_forget(actor=actor, note_id=note.pk, within=change)
+            items.append({"note": note.pk, "action": "forget", "recovery": recovery.pk})
+        for note in plan.veto + plan.day_rows:
+            lifecycle.note_veto(actor=actor, note_id=note.pk, within=change)
+            items.append({"note": note.pk, "action": "veto"})
+        for note, how in plan.bring_back:
+            note = Note.objects.select_for_update().get(pk=note.pk)
+            if how == "superseded":
+                items.append(_bring_back_superseded(change, note))
+            elif how == "archived":
+                item = {
+                    "note": note.pk,
+                    "action": "unarchive",
+                    "reason": note.archive_reason,
+                    "archived_at": note.archived_at.isoformat() if note.archived_at else None,
+                }
+                lifecycle.note_unarchive(actor=actor, note_id=note.pk, within=change)
+                items.append(item)
+            else:
+                recovery = note.recovery
+                item = {
+                    "note": note.pk,
+                    "action": "restore",
+                    "recovery": recovery.pk,
+                    **{name: getattr(recovery, name) for name in RECOVERY_KEPT},
+                    "forgotten_by_user": recovery.forgotten_by_user_id,
+                    "created_at": recovery.created_at.isoformat(),
+                }
+                lifecycle.note_restore(actor=actor, recovery_id=recovery.pk, within=change)
+                items.append(item)
+        change.audit_details = {}
         counts = plan.counts()
         revert = RunRevert.objects.create(
             id=revert_id,
@@ -345,8 +338,7 @@ def run_revert(
             created_by=actor.user,
         )
         record_revert(
-            actor,
-            setting,
+            change,
             revert,
             AuditAction.RUN_REVERT,
             {
@@ -362,18 +354,12 @@ def run_revert(
 
 
 def record_revert(
-    actor: Actor, setting, revert: RunRevert, action: AuditAction, details: dict
+    change: ProjectChange, revert: RunRevert, action: AuditAction, details: dict
 ) -> None:
     """A revert or its undo, recorded: the project's revision advanced, the action audited
     against the reverted run."""
-    bump(setting)
-    audit(
-        actor=actor,
-        action=action,
-        project=revert.project,
-        target=revert.run_ref,
-        details={"revert": revert.pk, **details},
-    )
+    change.changed()
+    change.audit(action, target=revert.run_ref, details={"revert": revert.pk, **details})
 
 
 def run_revert_latest(*, run: Run) -> RunRevert | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -16,13 +15,14 @@ from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
 from ..models import REASON_SUPERSEDED, Note, Recovery, RunRevert, Status
 from . import lifecycle
-from ._common import audit_context, lock_setting, save_note_change
+from .change import ProjectChange, project_change
 from .revert import RECOVERY_KEPT, record_revert
 
 
-def _undo_item(actor: Actor, item: dict, setting) -> str | None:
+def _undo_item(change: ProjectChange, item: dict) -> str | None:
     """Put one note back as it was before the revert; None, or why it was left alone (a
     person or agent changed it since)."""
+    actor = change.actor
     note = Note.objects.select_for_update().filter(pk=item["note"]).first()
     if note is None:
         return "note_gone"
@@ -30,12 +30,12 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
     if action == "forget":
         if not Recovery.objects.filter(pk=item["recovery"]).exists():
             return "recovery_gone"
-        lifecycle.note_restore(actor=actor, recovery_id=item["recovery"])
+        lifecycle.note_restore(actor=actor, recovery_id=item["recovery"], within=change)
         return None
     if action == "veto":
         if not note.is_vetoed:
             return "changed_since"
-        lifecycle.note_undo(actor=actor, note_id=note.pk)
+        lifecycle.note_undo(actor=actor, note_id=note.pk, within=change)
         return None
     if action == "restore":
         if note.status != item["previous_status"] or Recovery.objects.filter(note=note).exists():
@@ -51,9 +51,7 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
         was = counters.state_of(note)
         note.status = Status.FORGOTTEN
         forget, recovery_id = AuditAction.NOTE_FORGET, item["recovery"]
-        save_note_change(
-            actor, setting, note, ("status",), forget, was=was, recovery_id=recovery_id
-        )
+        change.save_note(note, ("status",), forget, was=was, recovery_id=recovery_id)
         return None
     if note.status != Status.ACTIVE:
         return "changed_since"
@@ -73,9 +71,7 @@ def _undo_item(actor: Actor, item: dict, setting) -> str | None:
         note.archive_reason = item["reason"]
         fields = ("status", "archive_reason", "archived_at")
     details = {"reason": note.archive_reason}
-    save_note_change(
-        actor, setting, note, fields, AuditAction.NOTE_ARCHIVE, was=was, details=details
-    )
+    change.save_note(note, fields, AuditAction.NOTE_ARCHIVE, was=was, details=details)
     return None
 
 
@@ -96,8 +92,7 @@ def run_revert_undo(*, actor: Actor, revert_id: str) -> UndoResult:
     if revert is None:
         raise MemoryPortalError("not_found", f"No revert {revert_id}.", hint="Check the rvt_ id.")
     require_manager(actor, revert.project)
-    with transaction.atomic():
-        setting = lock_setting(revert.project)
+    with project_change(revert.project, actor=actor) as change:
         revert = RunRevert.objects.select_for_update().get(pk=revert_id)
         if revert.undone:
             raise MemoryPortalError(
@@ -108,23 +103,24 @@ def run_revert_undo(*, actor: Actor, revert_id: str) -> UndoResult:
         items = sorted(revert.items, key=lambda item: order[item["action"]])
         restored: list[str] = []
         skipped: dict[str, str] = {}
-        with audit_context(revert_undo=revert.pk, reverted_with_run=revert.run_ref):
-            for item in items:
-                try:
-                    with transaction.atomic():
-                        reason = _undo_item(actor, item, setting)
-                except MemoryPortalError as err:
-                    reason = err.code  # e.g. a live twin written since: leave it
-                if reason is None:
-                    restored.append(item["note"])
-                else:
-                    skipped[item["note"]] = reason
+        # Every note's event names the revert undone and its run.
+        change.audit_details = {"revert_undo": revert.pk, "reverted_with_run": revert.run_ref}
+        for item in items:
+            try:
+                with project_change(revert.project, actor=actor, within=change):
+                    reason = _undo_item(change, item)
+            except MemoryPortalError as err:
+                reason = err.code  # e.g. a live twin written since: leave it
+            if reason is None:
+                restored.append(item["note"])
+            else:
+                skipped[item["note"]] = reason
+        change.audit_details = {}
         revert.undone_at = timezone.now()
         revert.undone_by = actor.user
         revert.save(update_fields=["undone_at", "undone_by"])
         record_revert(
-            actor,
-            setting,
+            change,
             revert,
             AuditAction.RUN_REVERT_UNDO,
             {

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.db import transaction
-
 from .. import evidence as evidence_checks
 from ..access import (
     require_manager,
@@ -23,18 +21,15 @@ from ..models import (
 from ..selectors import (
     note_get,
 )
-from ._common import (
-    change_note,
-    lock_setting,
-    locked_note,
-)
+from .change import note_project, project_change
 
 
 def _set_trust(
     actor: Actor, note_id: str, project: Project | None, trust: str, action: AuditAction
 ) -> Note:
-    with transaction.atomic():
-        note, setting = locked_note(actor, note_id, project)
+    project, known = note_project(actor, note_id, project)
+    with project_change(project, actor=actor) as change:
+        note = change.note(note_id, known=known)
         require_manager(actor, note.project)
         if note.trust == trust:
             return note
@@ -45,7 +40,7 @@ def _set_trust(
                 hint="Restore it from Recoveries first, then approve it.",
             )
         details = {"from": note.trust, "to": trust}
-        change_note(actor, setting, note, action, {"trust": trust}, details=details)
+        change.change_note(note, action, {"trust": trust}, details=details)
     return note
 
 
@@ -89,12 +84,11 @@ def note_reverify(*, actor: Actor, note_id: str, project: Project | None = None)
         path=note.evidence_path,
         quote=note.evidence_quote or None,
     )
-    with transaction.atomic():
-        setting = lock_setting(note.project)
-        note = Note.objects.select_for_update().get(pk=note.pk)
+    with project_change(note.project, actor=actor) as change:
+        note = change.note(note.pk, known=True, twin=False)
         if note.evidence_commit == verified.commit:
             return note
         details = {"from": note.evidence_commit, "to": verified.commit}
         rebound = {"evidence_commit": verified.commit}
-        change_note(actor, setting, note, AuditAction.NOTE_REVERIFY, rebound, details=details)
+        change.change_note(note, AuditAction.NOTE_REVERIFY, rebound, details=details)
     return note

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import transaction
 from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from .. import counters
-from ..access import check_agent_gate
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
@@ -29,28 +27,28 @@ from ..models import (
     Trust,
     is_expired,
 )
-from ._common import audit_event, bump, lock_setting
+from .change import ProjectChange, project_change
 from .notes import fact_save
 from .review_plan import Review
 
 RENEW_FOR = timedelta(days=90)
 
 
-def apply_changes(actor: Actor, work: Review, setting) -> None:
-    """Make the merges, renewals and expiries `work` planned, under the project's lock that
-    the caller holds, with their audit events and the counters' change."""
-    events, counted = _changed(actor, work, setting)
+def apply_changes(change: ProjectChange, work: Review) -> None:
+    """Make the merges, renewals and expiries `work` planned, in `change` (the review's
+    agent's project), with their audit events and the counters' change."""
+    events, counted = _changed(change, work)
     if work.changes:
-        bump(setting, counted=counted)
+        change.changed(counted=counted)
     AuditEvent.objects.bulk_create(events)
 
 
-def _changed(actor: Actor, work: Review, setting) -> tuple[list[AuditEvent], dict[str, int]]:
-    """Update the notes `work` planned to change, under the project's lock that the caller
-    holds: each note is read again under it, and one that changed since the read is left alone
-    (and not counted). Returns their audit events, unsaved, and the change to the project's
-    counters, not made: the caller makes both with its own."""
-    check_agent_gate(actor, setting, write=True)
+def _changed(change: ProjectChange, work: Review) -> tuple[list[AuditEvent], dict[str, int]]:
+    """Update the notes `work` planned to change, in `change`: each note is read again under
+    its lock, and one that changed since the read is left alone (and not counted). Returns
+    their audit events, unsaved, and the change to the project's counters, not made: the
+    caller makes both with its own."""
+    change.check_gate()
     planned = {n.pk for d, k in work.merges for n in (d, k)}
     planned |= {n.pk for n in work.renew + work.expire}
     if not planned:
@@ -75,17 +73,16 @@ def _changed(actor: Actor, work: Review, setting) -> tuple[list[AuditEvent], dic
     stamp = timezone.now()
     renewed_until = now + RENEW_FOR
     events = []
-    project = actor.run.project
     for duplicate, keeper in work.merges:
         details = {"into": keeper.pk}
-        events.append(_event(actor, AuditAction.NOTE_MERGE, project, duplicate, details))
+        events.append(change.event(AuditAction.NOTE_MERGE, note=duplicate, details=details))
     for note in work.renew:
         previous = note.expires_at.isoformat() if note.expires_at else None
         details = {"from": previous, "to": renewed_until.isoformat()}
-        events.append(_event(actor, AuditAction.NOTE_RENEW, project, note, details))
+        events.append(change.event(AuditAction.NOTE_RENEW, note=note, details=details))
         note.expires_at = renewed_until
     for note in work.expire:
-        events.append(_event(actor, AuditAction.NOTE_EXPIRE, project, note, None))
+        events.append(change.event(AuditAction.NOTE_EXPIRE, note=note))
     if work.merges:
         Note.objects.filter(pk__in=[d.pk for d, _ in work.merges]).update(
             status=Status.ARCHIVED,
@@ -112,10 +109,6 @@ def _changed(actor: Actor, work: Review, setting) -> tuple[list[AuditEvent], dic
     return events, counted
 
 
-def _event(actor, action, project, note, details) -> AuditEvent:
-    return audit_event(actor=actor, action=action, project=project, note=note, details=details)
-
-
 def finish(
     *,
     review: ReviewRun,
@@ -132,11 +125,10 @@ def finish(
     routine = review.routine
     agent = routine.agent
     run = review.run
-    with transaction.atomic():
-        setting = lock_setting(agent.project)
+    with project_change(agent.project, actor=actor) as change:
         events, counted = [], {}
         if work is not None:
-            events, counted = _changed(actor, work, setting)
+            events, counted = _changed(change, work)
             counts["merged"], counts["renewed"] = len(work.merges), len(work.renew)
             counts["expired"] = len(work.expire)
         finished = timezone.now()
@@ -147,7 +139,7 @@ def finish(
         run.status, run.finished_at = status, finished
         # The producer status is visible on every note the run wrote; one revision covers
         # that and the changes.
-        bump(setting, counted=counted)
+        change.changed(counted=counted)
         review.status = status
         review.counts = counts
         review.run_ref = run.pk
@@ -160,13 +152,9 @@ def finish(
         AuditEvent.objects.bulk_create(
             [
                 *events,
-                _event(None, AuditAction.RUN_STATUS, agent.project, None, run_status),
-                audit_event(
-                    actor=actor,
-                    action=AuditAction.ROUTINE_RUN,
-                    project=agent.project,
-                    target=agent.pk,
-                    details={**details, **summary},
+                change.event(AuditAction.RUN_STATUS, actor=None, details=run_status),
+                change.event(
+                    AuditAction.ROUTINE_RUN, target=agent.pk, details={**details, **summary}
                 ),
             ]
         )

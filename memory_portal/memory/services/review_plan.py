@@ -19,8 +19,8 @@ from ..validation import content_key_text
 LIFT_RE = re.compile(r"^\d\d:\d\d (?:\S+ )?(?:fact|learned):\s*(?P<text>.+)$", re.I)
 # Step 5: two live facts of an agent whose stored vectors have at least this cosine are
 # reported as near-duplicates by meaning, for a person to merge or keep (docs/RECALL.md,
-# "Near-duplicates"); the review never merges them itself. For all-MiniLM-L6-v2, a statement
-# reworded scores 0.88-0.95; among the labelled set's 561 pairs of different facts of one
+# "Search and near-duplicates"); the review never merges them itself. For all-MiniLM-L6-v2, a
+# statement reworded scores 0.88-0.95; among the labelled set's 561 pairs of different facts of one
 # agent, the highest is 0.60.
 NEAR_DUPLICATE_COSINE = 0.85
 

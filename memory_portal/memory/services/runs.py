@@ -25,7 +25,8 @@ from ..models import (
     Stage,
 )
 from ..validation import TASK_KEY_MAX, gate, require_name, run_task
-from ._common import audit, bump, lock_setting
+from ._common import audit
+from .change import project_change
 
 STEP_MAX = 100  # Note.step and Run.current_step
 
@@ -102,8 +103,7 @@ def run_update(
         raise invalid("status", "status must be running, succeeded or failed.")
     if step is not None:
         step = gate("step", step, max_len=STEP_MAX, line=True, required=False)
-    with transaction.atomic():
-        setting = lock_setting(run.project)
+    with project_change(run.project, actor=actor) as change:
         run = Run.objects.select_for_update().select_related("project").get(pk=run.pk)
         if run.status != RunStatus.RUNNING and (
             status == RunStatus.RUNNING or (step is not None and step != run.current_step)
@@ -132,11 +132,9 @@ def run_update(
             return run
         run.save(update_fields=changed)
         if "status" in details:
-            bump(setting)  # producer status is visible on every note the run wrote
-        audit(
-            actor=actor,
-            action=AuditAction.RUN_STATUS if "status" in details else AuditAction.RUN_STEP,
-            project=run.project,
+            change.changed()  # producer status is visible on every note the run wrote
+        change.audit(
+            AuditAction.RUN_STATUS if "status" in details else AuditAction.RUN_STEP,
             target=run.pk,
             details=details,
         )
@@ -150,20 +148,13 @@ def run_delete(*, actor: Actor | None, run: Run) -> dict[str, int]:
         require_manager(actor, run.project)
     project = run.project
     run_id = run.pk
-    with transaction.atomic():
-        setting = lock_setting(project)
+    with project_change(project, actor=actor) as change:
         items = 0
         if run.top_level_run_id == run_id:
             items = ScratchpadItem.objects.filter(top_level_run_id=run_id).delete()[0]
         run.delete()
-        bump(setting)
-        audit(
-            actor=actor,
-            action=AuditAction.RUN_DELETE,
-            project=project,
-            target=run_id,
-            details={"scratchpad_items": items},
-        )
+        change.changed()
+        change.audit(AuditAction.RUN_DELETE, target=run_id, details={"scratchpad_items": items})
     return {"scratchpad_items": items}
 
 

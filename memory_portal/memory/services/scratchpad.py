@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils import timezone
 
-from ..access import check_agent_gate
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import ScratchpadItem
 from ..validation import SCRATCHPAD_TEXT_MAX, require_text
-from ._common import audit, bump, lock_setting
+from .change import project_change
 
 SCRATCHPAD_MAX_ITEMS = 100
 
@@ -25,9 +23,7 @@ def scratchpad_add(*, actor: Actor, text: str) -> ScratchpadItem:
     _agent_only(actor)
     run = actor.run
     body = require_text("text", text, max_len=SCRATCHPAD_TEXT_MAX)
-    with transaction.atomic():
-        setting = lock_setting(run.project)
-        check_agent_gate(actor, setting, write=True)
+    with project_change(run.project, actor=actor, gate=True) as change:
         items = ScratchpadItem.objects.filter(top_level_run_id=run.top_level_run_id)
         if items.count() >= SCRATCHPAD_MAX_ITEMS:
             raise MemoryPortalError(
@@ -39,8 +35,8 @@ def scratchpad_add(*, actor: Actor, text: str) -> ScratchpadItem:
             text=body,
             created_by_run_id=run.pk,
         )
-        bump(setting)
-        audit(actor=actor, action=AuditAction.SCRATCHPAD_ADD, project=run.project, target=item.pk)
+        change.changed()
+        change.audit(AuditAction.SCRATCHPAD_ADD, target=item.pk)
     return item
 
 
@@ -49,9 +45,7 @@ def _set_done(*, actor: Actor, item_id: str, done: bool) -> ScratchpadItem:
     run = actor.run
     if not isinstance(item_id, str) or not item_id:
         raise invalid("itemId", "itemId is required.")
-    with transaction.atomic():
-        setting = lock_setting(run.project)
-        check_agent_gate(actor, setting, write=True)
+    with project_change(run.project, actor=actor, gate=True) as change:
         item = (
             ScratchpadItem.objects.select_for_update()
             .filter(pk=item_id, top_level_run_id=run.top_level_run_id)
@@ -66,9 +60,9 @@ def _set_done(*, actor: Actor, item_id: str, done: bool) -> ScratchpadItem:
         item.done = done
         item.updated_at = timezone.now()
         item.save(update_fields=["done", "updated_at"])
-        bump(setting)
+        change.changed()
         action = AuditAction.SCRATCHPAD_DONE if done else AuditAction.SCRATCHPAD_UNDO
-        audit(actor=actor, action=action, project=run.project, target=item.pk)
+        change.audit(action, target=item.pk)
     return item
 
 
@@ -84,18 +78,11 @@ def scratchpad_clear(*, actor: Actor) -> int:
     """Remove the completed items; returns how many went."""
     _agent_only(actor)
     run = actor.run
-    with transaction.atomic():
-        setting = lock_setting(run.project)
-        check_agent_gate(actor, setting, write=True)
+    with project_change(run.project, actor=actor, gate=True) as change:
         removed = ScratchpadItem.objects.filter(
             top_level_run_id=run.top_level_run_id, done=True
         ).delete()[0]
         if removed:
-            bump(setting)
-            audit(
-                actor=actor,
-                action=AuditAction.SCRATCHPAD_CLEAR,
-                project=run.project,
-                details={"removed": removed},
-            )
+            change.changed()
+            change.audit(AuditAction.SCRATCHPAD_CLEAR, details={"removed": removed})
     return removed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils import timezone
 
 from .. import counters
@@ -10,7 +9,7 @@ from ..access import require_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..models import MemorySetting, Note, Project, Recovery, ScratchpadItem
-from ._common import audit, bump, lock_setting
+from .change import project_change
 
 
 def _require_manager(actor: Actor | None, project: Project) -> None:
@@ -25,31 +24,29 @@ def _who(actor: Actor | None):
 def memory_enable(*, actor: Actor | None, project: Project) -> MemorySetting:
     """Eligible agents are offered memory tools from their next call."""
     _require_manager(actor, project)
-    with transaction.atomic():
-        setting = lock_setting(project)
-        if setting.enabled:
-            return setting
-        bump(setting, enabled=True, changed_by=_who(actor), changed_at=timezone.now())
-        audit(actor=actor, action=AuditAction.MEMORY_ENABLE, project=project)
-    return setting
+    with project_change(project, actor=actor) as change:
+        if change.setting.enabled:
+            return change.setting
+        change.changed(enabled=True, changed_by=_who(actor), changed_at=timezone.now())
+        change.audit(AuditAction.MEMORY_ENABLE)
+    return change.setting
 
 
 def memory_disable(*, actor: Actor | None, project: Project) -> MemorySetting:
     """Every agent call answers memory_disabled; the epoch advances so writes being validated
     fail. Notes, recoveries and scratchpads stay for re-enable."""
     _require_manager(actor, project)
-    with transaction.atomic():
-        setting = lock_setting(project)
+    with project_change(project, actor=actor) as change:
+        setting = change.setting
         if not setting.enabled:
             return setting
-        bump(
-            setting,
+        change.changed(
             enabled=False,
             revocation_epoch=setting.revocation_epoch + 1,
             changed_by=_who(actor),
             changed_at=timezone.now(),
         )
-        audit(actor=actor, action=AuditAction.MEMORY_DISABLE, project=project)
+        change.audit(AuditAction.MEMORY_DISABLE)
     return setting
 
 
@@ -57,20 +54,18 @@ def memory_reset(*, actor: Actor | None, project: Project) -> dict[str, int]:
     """Delete every note, recovery record and scratchpad item of the project for good and
     advance the epoch; the switch keeps its state. Irreversible."""
     _require_manager(actor, project)
-    with transaction.atomic():
-        setting = lock_setting(project)
+    with project_change(project, actor=actor) as change:
         recoveries = Recovery.objects.filter(project=project).delete()[0]
         Note.objects.filter(project=project).update(supersedes=None, superseded_by=None)
         notes = Note.objects.filter(project=project).count()
         Note.objects.filter(project=project).delete()
         items = ScratchpadItem.objects.filter(project=project).delete()[0]
-        bump(
-            setting,
-            revocation_epoch=setting.revocation_epoch + 1,
+        change.changed(
+            revocation_epoch=change.setting.revocation_epoch + 1,
             changed_by=_who(actor),
             changed_at=timezone.now(),
             **counters.tally([]),
         )
         counts = {"notes": notes, "recoveries": recoveries, "scratchpad_items": items}
-        audit(actor=actor, action=AuditAction.MEMORY_RESET, project=project, details=counts)
+        change.audit(AuditAction.MEMORY_RESET, details=counts)
     return counts

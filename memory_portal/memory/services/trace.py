@@ -2,17 +2,13 @@
 
 An API call takes one call from its run's budget and adds one to the trace row of its tool and
 outcome (api/tracing.py). A call whose service changes memory in one transaction of its own
-(`memory_write`, v1 save) may leave both to that transaction (`call_opened`): the write then
-takes the call and counts it `ok` under its lock, in the statement that checks its caps
-(`call_to_take`, `call_taken`), so budget, trace and note commit together, in two statements
-fewer; if the write refuses, repeats an identical note or rolls back, the call path counts the
-call as before."""
+(`memory_write`, v1 save) hands the write an `OpenCall` instead: the write takes the call and
+counts it `ok` under its lock, in the statement that checks its caps (`ProjectChange.admit`),
+so budget, trace and note commit together, in two statements fewer; if the write refuses,
+repeats an identical note or rolls back, the call path counts the call as before."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -33,12 +29,14 @@ def run_call_consume(*, run: Run) -> int:
     budget = _budget()
     used = fastsql.call_consume(run.pk, budget)
     if used is None:
-        raise _budget_spent(run, budget)
+        raise budget_spent(run)
     run.tool_calls = used
     return used
 
 
-def _budget_spent(run: Run, budget: int) -> MemoryPortalError:
+def budget_spent(run: Run) -> MemoryPortalError:
+    """The refusal of a call beyond the run's budget."""
+    budget = _budget()
     return MemoryPortalError(
         "memory_call_budget",
         f"Run {run.pk} used its {budget} calls.",
@@ -58,49 +56,9 @@ def tool_call_record(*, run: Run, tool: str, outcome: str) -> None:
 
 @dataclass
 class OpenCall:
-    """A call whose budget and `ok` trace row its write's transaction may take."""
+    """An API call whose budget and `ok` trace row the write it makes may take, in the write's
+    own transaction (`ProjectChange.admit`); `settled` while that transaction stands."""
 
     run: Run
     tool: str
-    settled: bool = False  # taken and counted in a transaction that has not rolled back
-
-
-_open_call: ContextVar[OpenCall | None] = ContextVar("open_call", default=None)
-
-
-@contextmanager
-def call_opened(*, run: Run, tool: str) -> Iterator[OpenCall]:
-    """Leave the call's budget and `ok` row to the write made inside the block, if any."""
-    call = OpenCall(run, tool)
-    token = _open_call.set(call)
-    try:
-        yield call
-    finally:
-        _open_call.reset(token)
-
-
-def call_to_take() -> fastsql.CallToTake | None:
-    """The open call a write's transaction is to take (`fastsql.write_check` takes it under
-    the write's lock, to commit or roll back with the write); None when there is none (a
-    service called directly) or it is taken already."""
-    call = _open_call.get()
-    if call is None or call.settled:
-        return None
-    return fastsql.CallToTake(call.run.pk, call.tool, _budget(), timezone.now())
-
-
-def call_taken(used: int | None) -> None:
-    """`call_to_take`'s call was taken (`used`: the run's calls so far), or the run's budget
-    was spent: memory_call_budget, which rolls the write back."""
-    call = _open_call.get()
-    if used is None:
-        raise _budget_spent(call.run, _budget())
-    call.run.tool_calls = used
-    call.settled = True
-
-
-def call_unsettle() -> None:
-    """The write's transaction rolled back, and with it what `call_settle` did."""
-    call = _open_call.get()
-    if call is not None:
-        call.settled = False
+    settled: bool = False

@@ -220,7 +220,7 @@ def _agent_notes(world: World, agent: Agent, a: int, facts: int, vectors, model,
             project=agent.project,
             target=Target.DAILY,
             day=yesterday,
-            content_hash=day_row_identity(owner_agent_id=agent.pk, day=yesterday),
+            place_key=day_row_identity(owner_agent_id=agent.pk, day=yesterday),
             created_at=at,
             updated_at=at,
         )

@@ -284,9 +284,9 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
         scope = "agent" if kind in ("day",) or n % 7 == 0 else "project"
         note_id = _ulid_id("mem", at)
         if kind == "day":
-            content_hash = _sha(f"day|{agent_id}|{at.date().isoformat()}")
+            place_key = _sha(f"day|{agent_id}|{at.date().isoformat()}")
         else:
-            content_hash = _sha(f"{kind}|{scope}|{index}|{n}|{content}")
+            place_key = _sha(f"{kind}|{scope}|{index}|{n}|{content}")
         archived = status == "archived"
         vetoed = archived and n % 3 == 0
         states.append((status, trust))
@@ -318,7 +318,7 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
             evidence_commit=("a" * 40) if n % 4 == 0 else "",
             evidence_quote=_sentence(rng, 6) if n % 4 == 0 else "",
             recall_count=n % 5,
-            content_hash=content_hash,
+            place_key=place_key,
             content_key=_sha(content),
             created_at=at,
             updated_at=at,

@@ -33,7 +33,7 @@ RAW_INSERT = (
     "INSERT INTO project_memory_entry (id, project_id, scope, kind, target, content, summary,"
     " tags_text, trust, status, archive_reason, created_by_agent_id, created_by_stage,"
     " origin_run_id, origin_run_ref, top_level_run_id, step, task_key, evidence_path,"
-    " evidence_commit, evidence_quote, recall_count, content_hash, content_key, created_at,"
+    " evidence_commit, evidence_quote, recall_count, place_key, content_key, created_at,"
     " updated_at)"
     " VALUES (%s, %s, 'project', 'fact', 'long_term', %s, '', '', 'learned', 'active', '',"
     " %s, %s, %s, %s, %s, '', %s, '', '', '', 0, %s, %s, %s, %s)"
@@ -47,7 +47,7 @@ RAW_BUMP = (
 RAW8_READ = "SELECT id, enabled, revocation_epoch FROM project_memory_setting WHERE project_id = %s"
 RAW8_IDENTITY = (
     "SELECT id, status, trust, archive_reason FROM project_memory_entry"
-    " WHERE project_id = %s AND (content_hash = %s OR content_key = %s)"
+    " WHERE project_id = %s AND (place_key = %s OR content_key = %s)"
 )
 RAW8_RUN_COUNT = (
     "SELECT count(*) FROM project_memory_entry WHERE project_id = %s AND top_level_run_id = %s"

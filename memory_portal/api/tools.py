@@ -264,30 +264,27 @@ DESCRIPTIONS = {
         "with later runs."
     ),
 }
-# name, trace name, arguments, answer, function; who is offered it.
-_TABLE = [
-    ("memory_write", "write", s.MemoryWriteArgs, s.WriteOut, _write, True, False),
-    ("memory_read", "read", s.MemoryReadArgs, s.PageOut | s.DatesOut, _read, False, True),
-    ("memory_search", "search", s.MemorySearchArgs, s.PageOut, _search, False, True),
-    ("memory_status", "status", s.MemoryStatusArgs, s.StatusOut, _status, False, True),
-    ("memory_forget", "forget", s.MemoryForgetArgs, s.ForgetOut, _forget, True, False),
-    ("memory_restore", "restore", s.MemoryRestoreArgs, s.RestoreOut, _restore, True, False),
-    ("scratchpad", "scratchpad", s.ScratchpadArgs, s.ScratchpadOut, _scratchpad, True, False),
-]
+
+
+def _tool(name: str, trace: str, args, returns, function, **offer) -> Tool:
+    """A tool row: its name, trace name, arguments, answer and function, its description and
+    the tools' gate; `offer`: `writes` (it changes memory: not offered with a read-only token),
+    `for_reviewers` (offered to reviewer agents too), `settles` (Operation)."""
+    return Tool(name, trace, args, returns, function, DESCRIPTIONS[name], _gate, **offer)
+
+
 TOOLS = [
-    Tool(
-        name,
-        trace,
-        args,
-        out,
-        fn,
-        DESCRIPTIONS[name],
-        _gate,
-        settles=fn is _write,
-        writes=writes,
-        for_reviewers=for_reviewers,
-    )
-    for name, trace, args, out, fn, writes, for_reviewers in _TABLE
+    _tool(
+        "memory_write", "write", s.MemoryWriteArgs, s.WriteOut, _write, writes=True, settles=True
+    ),
+    _tool(
+        "memory_read", "read", s.MemoryReadArgs, s.PageOut | s.DatesOut, _read, for_reviewers=True
+    ),
+    _tool("memory_search", "search", s.MemorySearchArgs, s.PageOut, _search, for_reviewers=True),
+    _tool("memory_status", "status", s.MemoryStatusArgs, s.StatusOut, _status, for_reviewers=True),
+    _tool("memory_forget", "forget", s.MemoryForgetArgs, s.ForgetOut, _forget, writes=True),
+    _tool("memory_restore", "restore", s.MemoryRestoreArgs, s.RestoreOut, _restore, writes=True),
+    _tool("scratchpad", "scratchpad", s.ScratchpadArgs, s.ScratchpadOut, _scratchpad, writes=True),
 ]
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 

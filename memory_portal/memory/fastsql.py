@@ -259,13 +259,13 @@ class CallToTake:
 
 
 _WRITE_CHECK = (
-    "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason, e.content_hash{taken}"
+    "SELECT c.total, c.by_run, e.id, e.status, e.trust, e.archive_reason, e.place_key{taken}"
     " FROM ("
     " SELECT (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) AS total,"
     " (SELECT COUNT(*) FROM project_memory_entry"
     "  WHERE project_id = %s AND top_level_run_id = %s) AS by_run) c"
     " LEFT JOIN project_memory_entry e"
-    " ON e.project_id = %s AND (e.content_hash = %s OR e.content_key = %s)"
+    " ON e.project_id = %s AND (e.place_key = %s OR e.content_key = %s)"
 )
 _TAKE_CALL = (
     "WITH taken AS (UPDATE memory_run SET tool_calls = tool_calls + 1"
@@ -276,7 +276,7 @@ _TAKE_CALL = (
 
 def write_check(
     project_id: int,
-    content_hash: str,
+    place_key: str,
     content_key: str,
     top_level_run_id: str,
     call: CallToTake | None = None,
@@ -286,7 +286,7 @@ def write_check(
     `call`, the call is also taken from its run's budget and counted `ok`: in the same
     statement on PostgreSQL (data-modifying CTEs), before it elsewhere."""
     db = _db()
-    params = [project_id, project_id, top_level_run_id, project_id, content_hash, content_key]
+    params = [project_id, project_id, top_level_run_id, project_id, place_key, content_key]
     sql = _WRITE_CHECK.format(taken="")
     used = None
     if call is not None and db.vendor != "postgresql":
@@ -302,7 +302,7 @@ def write_check(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     same = [
-        SameContent(r[2], r[3], r[4], r[5], same_place=r[6] == content_hash)
+        SameContent(r[2], r[3], r[4], r[5], same_place=r[6] == place_key)
         for r in rows
         if r[2] is not None
     ]

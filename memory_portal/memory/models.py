@@ -28,7 +28,10 @@ from .querysets import (  # noqa: F401 (re-exported)
     NoteQuerySet,
     expired_q,
     is_expired,
+    live_in_place_q,
     not_expired_q,
+    refusal,
+    refused_content_q,
     refused_q,
 )
 from .run_records import (  # noqa: F401 (re-exported)
@@ -314,7 +317,7 @@ class Note(models.Model):
     last_recalled_at = models.DateTimeField(null=True, blank=True)
     # Identity of the content in its place (kind, scope, target, day, owner): two active notes
     # never share it. A day row's key is its (agent, date), so it stays put while lines append.
-    content_hash = models.CharField(max_length=64)
+    place_key = models.CharField(max_length=64)
     # The normalised content alone (validation.content_key_text), whatever the kind, place or
     # route: forgotten, rejected or vetoed content is matched on it and never written back.
     content_key = models.CharField(max_length=64, blank=True, default="")
@@ -334,7 +337,7 @@ class Note(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["project", "status", "-created_at"], name="note_project_status"),
-            models.Index(fields=["project", "content_hash"], name="note_project_hash"),
+            models.Index(fields=["project", "place_key"], name="note_project_hash"),
             models.Index(fields=["project", "content_key"], name="note_project_content_key"),
             models.Index(fields=["project", "top_level_run_id"], name="note_project_top_run"),
             models.Index(fields=["owner_agent", "kind", "status"], name="note_owner_kind"),
@@ -342,7 +345,7 @@ class Note(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(
-                fields=["project", "content_hash"],
+                fields=["project", "place_key"],
                 condition=Q(status="active"),
                 name="note_active_identity_unique",
             ),

@@ -1,6 +1,6 @@
 """The query rules of notes: the one "expired" rule (a note expires once its expiry is
-reached; no expiry, never), content a person refused, and the note queryset. Re-exported by
-models.py."""
+reached; no expiry, never), the one "same content" rule (a live copy in the same place, and
+content a person refused), and the note queryset. Re-exported by models.py."""
 
 from __future__ import annotations
 
@@ -36,6 +36,38 @@ def refused_q() -> Q:
         | Q(trust=Trust.REJECTED)
         | Q(status=Status.ARCHIVED, archive_reason=REASON_VETOED)
     )
+
+
+# "The same content" has two meanings, each stated once. In its place (`place_key`: the kind,
+# scope, target, day, owner and the normalised text) two active notes never share it — the
+# unique constraint of live notes; a write of it again is an idempotent repeat. Anywhere in the
+# project (`content_key`: the normalised text alone) a person's removal of it holds — that
+# content is never written, imported or brought back live again.
+
+
+def live_in_place_q(place_key) -> Q:
+    """The live note (at most one) in the place `place_key` names (a value, an expression such
+    as OuterRef("place_key"), or a list of keys)."""
+    if isinstance(place_key, list | tuple | set):
+        return Q(status=Status.ACTIVE, place_key__in=list(place_key))
+    return Q(status=Status.ACTIVE, place_key=place_key)
+
+
+def refused_content_q(content_keys) -> Q:
+    """Notes of this content (a list of `content_key`s) that a person removed."""
+    return refused_q() & Q(content_key__in=list(content_keys))
+
+
+def refusal(status: str, trust: str, archive_reason: str) -> str | None:
+    """The rule of `refused_q` for one note: how a person removed it (`forgotten`, `rejected`,
+    `vetoed`), or None."""
+    if status == Status.FORGOTTEN:
+        return "forgotten"
+    if trust == Trust.REJECTED:
+        return "rejected"
+    if status == Status.ARCHIVED and archive_reason == REASON_VETOED:
+        return "vetoed"
+    return None
 
 
 class NoteQuerySet(models.QuerySet):

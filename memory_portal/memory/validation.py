@@ -302,10 +302,10 @@ def agent_fact_identity(*, owner_agent_id: str, content: str) -> str:
 
 
 def stamp_identity(note) -> None:
-    """Set both keys of an unsaved (or just appended-to) note: `content_hash`, its identity in
+    """Set both keys of an unsaved (or just appended-to) note: `place_key`, its identity in
     its place (a day row keeps its (agent, date) key), and `content_key`, its content alone."""
     if note.kind != "day":
-        note.content_hash = note_identity(note)
+        note.place_key = note_identity(note)
     note.content_key = content_key(note.content)
 
 

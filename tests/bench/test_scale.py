@@ -61,7 +61,7 @@ def test_loads_projects_of_2000_and_is_idempotent():
     # the stored rows pass the models' own constraints (the one active identity per place)
     assert (
         m.Note.objects.filter(status="active")
-        .values("project", "content_hash")
+        .values("project", "place_key")
         .annotate(n=Count("id"))
         .filter(n__gt=1)
         .count()

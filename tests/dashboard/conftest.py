@@ -71,7 +71,7 @@ def day_log_yesterday(world, lines: list[str]) -> Note:
     # Time travel is test set-up, not a state change the product makes.
     Note.objects.filter(pk=row.pk).update(
         day=yesterday,
-        content_hash=day_row_identity(owner_agent_id=world.agent.pk, day=yesterday),
+        place_key=day_row_identity(owner_agent_id=world.agent.pk, day=yesterday),
     )
     row.refresh_from_db()
     return row

@@ -63,7 +63,7 @@ def test_twenty_writers_race_for_the_last_slot(world):
             content=f"filler {i}",
             created_at=now,
             updated_at=now,
-            content_hash=content_identity(
+            place_key=content_identity(
                 kind="fact",
                 scope="project",
                 target="long_term",

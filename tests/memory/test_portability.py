@@ -179,7 +179,7 @@ def test_export_at_the_cap_stays_flat(world):
             content=f"filler note {i} " + "x" * 1500,
             created_at=now,
             updated_at=now,
-            content_hash=content_identity(
+            place_key=content_identity(
                 kind="fact",
                 scope="project",
                 target="long_term",

@@ -212,7 +212,7 @@ def test_300_cap_through_recall(world):
             expires_at=now + timedelta(days=30),
             created_at=now - timedelta(seconds=i),
         )
-        note.content_hash = note_identity(note)
+        note.place_key = note_identity(note)
         notes.append(note)
     Note.objects.bulk_create(notes)
     result = recall(actor=world.as_agent, query="staging deploy VPN", mark=False)
@@ -235,7 +235,7 @@ def back_date(world, days: int) -> None:
     today = timezone.now().date()
     day = today - timedelta(days=days)
     Note.objects.filter(owner_agent=world.agent, kind=Kind.DAY, day=today).update(
-        day=day, content_hash=day_row_identity(owner_agent_id=world.agent.pk, day=day)
+        day=day, place_key=day_row_identity(owner_agent_id=world.agent.pk, day=day)
     )
 
 

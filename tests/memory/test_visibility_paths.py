@@ -333,7 +333,7 @@ def build(w, repo) -> Ctx:
         if days_ago:
             day = today - timedelta(days=days_ago)
             Note.objects.filter(pk=row.pk).update(
-                day=day, content_hash=day_row_identity(owner_agent_id=row.owner_agent_id, day=day)
+                day=day, place_key=day_row_identity(owner_agent_id=row.owner_agent_id, day=day)
             )
         made[label] = row
 
@@ -348,7 +348,7 @@ def build(w, repo) -> Ctx:
             target="daily",
             day=day,
             content=f"09:00 zebra line {label}a\n09:05 zebra line {label}b",
-            content_hash=day_row_identity(owner_agent_id=w.reviewer.pk, day=day),
+            place_key=day_row_identity(owner_agent_id=w.reviewer.pk, day=day),
             trust=trust,
             top_level_run_id=top,
         )

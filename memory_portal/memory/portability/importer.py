@@ -29,7 +29,8 @@ from ..models import (
     Recovery,
     Repository,
     Status,
-    refused_q,
+    live_in_place_q,
+    refused_content_q,
 )
 from ..validation import day_row_identity, stamp_identity
 from . import format as fmt
@@ -265,7 +266,7 @@ def _import_rows(
                 setattr(note, attribute, value)
         stamp_identity(note)
         if note.kind == Kind.DAY:
-            note.content_hash = day_row_identity(owner_agent_id=note.owner_agent_id, day=note.day)
+            note.place_key = day_row_identity(owner_agent_id=note.owner_agent_id, day=note.day)
         note.embedding = vectors[0].get(note_text(note.summary, note.content))
         note.embedding_model = vectors[1] if note.embedding is not None else ""
         rows.append(note)
@@ -318,8 +319,8 @@ def _refuse_clashes(project: Project, rows: list[Note]) -> None:
         return
     active = [n for n in rows if n.status == Status.ACTIVE]
     clash = (
-        Note.objects.filter(project=project, status=Status.ACTIVE)
-        .filter(content_hash__in=[n.content_hash for n in active])
+        Note.objects.filter(project=project)
+        .filter(live_in_place_q([n.place_key for n in active]))
         .values_list("pk", flat=True)
         .first()
     )
@@ -328,8 +329,8 @@ def _refuse_clashes(project: Project, rows: list[Note]) -> None:
             "memory_duplicate_active", f"A note of the file is already live here as {clash}."
         )
     refused = (
-        Note.objects.filter(project=project, content_key__in=[n.content_key for n in active])
-        .filter(refused_q())
+        Note.objects.filter(project=project)
+        .filter(refused_content_q([n.content_key for n in active]))
         .values_list("pk", flat=True)
         .first()
     )

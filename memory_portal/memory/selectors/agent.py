@@ -144,8 +144,8 @@ def fingerprint(*, actor: Actor, setting: MemorySetting | None = None) -> str:
     digest.update(f"{int(setting.enabled)}|{setting.revocation_epoch}".encode())
     if not setting.enabled:
         return digest.hexdigest()[:32]
-    # content_key: a day row changes content in place (appends) under the same content_hash.
-    fields = ("id", "trust", "content_hash", "content_key", "evidence_commit", "expires_at")
+    # content_key: a day row changes content in place (appends) under the same place_key.
+    fields = ("id", "trust", "place_key", "content_key", "evidence_commit", "expires_at")
     visible = notes_for_actor(actor=actor).exclude(top_level_run_id=own).values_list(*fields)
     # Notes this run forgot still count as seen, in the state they had before (if it could see
     # them: a reviewer nested in a run never saw the learned notes that run forgot).

@@ -21,6 +21,7 @@ from ..models import (
     Status,
     Trust,
     expired_q,
+    live_in_place_q,
     not_expired_q,
 )
 from ..validation import agent_fact_identity, normalize_text
@@ -71,10 +72,8 @@ def _day_lines(project: Project, rows: list[Note]) -> list[DayLine]:
             drafts.append((row, index, line, text, identity))
     live = dict(
         Note.objects.filter(
-            project=project,
-            status=Status.ACTIVE,
-            content_hash__in=[d[4] for d in drafts],
-        ).values_list("content_hash", "id")
+            live_in_place_q([d[4] for d in drafts]), project=project
+        ).values_list("place_key", "id")
     )
     return [DayLine(row, index, line, text, live.get(h)) for row, index, line, text, h in drafts]
 

@@ -11,7 +11,7 @@ from .. import fastsql
 from ..access import actor_role
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..models import AuditEvent, Note, Project, Role, Status
+from ..models import AuditEvent, Note, Project, Role, live_in_place_q
 
 
 def audit(**kwargs) -> AuditEvent:
@@ -57,9 +57,7 @@ def audit_event(
 def live_twin() -> Subquery:
     """Another active note of the project with the same content hash (read with the note)."""
     twins = Note.objects.filter(
-        project_id=OuterRef("project_id"),
-        content_hash=OuterRef("content_hash"),
-        status=Status.ACTIVE,
+        live_in_place_q(OuterRef("place_key")), project_id=OuterRef("project_id")
     ).exclude(pk=OuterRef("pk"))
     return Subquery(twins.values("pk")[:1])
 

@@ -35,7 +35,7 @@ from ..access import check_agent_gate, project_not_found, request_setting
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
-from ..models import REASON_VETOED, AuditEvent, MemorySetting, Note, Project, Status, Trust
+from ..models import AuditEvent, MemorySetting, Note, Project, Status, Trust, refusal
 from ..selectors import note_by_id_q, note_get, note_not_found
 from ._common import audit_event, live_twin
 from .trace import OpenCall, budget_spent
@@ -240,7 +240,7 @@ class ProjectChange:
     def _write_check(self, note: Note, take: fastsql.CallToTake | None) -> fastsql.WriteCheck:
         top = self.actor.run.top_level_run_id if self.actor and self.actor.is_agent else ""
         return fastsql.write_check(
-            self.project.pk, note.content_hash, note.content_key, top, take
+            self.project.pk, note.place_key, note.content_key, top, take
         )
 
     def _check_caps(self, check: fastsql.WriteCheck) -> None:
@@ -287,33 +287,38 @@ class ProjectChange:
         self._pending = _Pending()
 
 
+_REFUSED = {
+    "forgotten": (
+        "memory_forgotten",
+        "The same content was forgotten ({id}).",
+        "A manager can restore it from Recoveries; do not write it again.",
+    ),
+    "rejected": (
+        "memory_rejected",
+        "The same content was rejected by a manager ({id}).",
+        "A person decided against this content; write something else.",
+    ),
+    "vetoed": (
+        "memory_vetoed",
+        "The same content was vetoed ({id}).",
+        "A person decided against this content; write something else.",
+    ),
+}
+
+
 def _refuse_resurrection(same: list[fastsql.SameContent]) -> str | None:
     """The id of an identical active note in the same place (an idempotent write returns it);
     content that was forgotten, rejected or vetoed anywhere in the project, in any kind, place
-    or route, is refused — a write never brings it back (SPEC §2.3)."""
+    or route, is refused — a write never brings it back (SPEC §2.3; querysets.refusal)."""
     active = next((row for row in same if row.same_place and row.status == Status.ACTIVE), None)
     if active is not None and active.trust != Trust.REJECTED:
         return active.id
-    hint = "A person decided against this content; write something else."
+    removed = {}
     for row in same:
-        if row.status == Status.FORGOTTEN:
-            raise MemoryPortalError(
-                "memory_forgotten",
-                f"The same content was forgotten ({row.id}).",
-                hint="A manager can restore it from Recoveries; do not write it again.",
-            )
-    for row in same:
-        if row.trust == Trust.REJECTED:
-            raise MemoryPortalError(
-                "memory_rejected",
-                f"The same content was rejected by a manager ({row.id}).",
-                hint=hint,
-            )
-    for row in same:
-        if row.status == Status.ARCHIVED and row.archive_reason == REASON_VETOED:
-            raise MemoryPortalError(
-                "memory_vetoed", f"The same content was vetoed ({row.id}).", hint=hint
-            )
+        removed.setdefault(refusal(row.status, row.trust, row.archive_reason), row.id)
+    for how, (code, message, hint) in _REFUSED.items():  # forgotten first, then rejected
+        if how in removed:
+            raise MemoryPortalError(code, message.format(id=removed[how]), hint=hint)
     return None
 
 

@@ -61,7 +61,7 @@ def day_append(*, actor: Actor, line: str) -> Note:
             change.changed(wrote_note=True)
         else:
             key = day_row_identity(owner_agent_id=agent.pk, day=today)
-            fields = {"day": today, "content_hash": key, "created_at": now, "updated_at": now}
+            fields = {"day": today, "place_key": key, "created_at": now, "updated_at": now}
             row = agent_note(
                 agent, Kind.DAY, stamped, project=project, target=Target.DAILY, **fields
             )

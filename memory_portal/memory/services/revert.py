@@ -36,7 +36,8 @@ from ..models import (
     Scope,
     Status,
     Trust,
-    refused_q,
+    live_in_place_q,
+    refused_content_q,
 )
 from . import lifecycle
 from .change import ProjectChange, project_change
@@ -137,9 +138,9 @@ def _blocked_reason(note: Note, removal_ids: set[str]) -> str | None:
     if note.trust == Trust.REJECTED:
         return "rejected"
     others = Note.objects.filter(project_id=note.project_id).exclude(pk__in=removal_ids | {note.pk})
-    if note.content_key and others.filter(refused_q(), content_key=note.content_key).exists():
+    if note.content_key and others.filter(refused_content_q([note.content_key])).exists():
         return "content_refused"
-    if others.filter(status=Status.ACTIVE, content_hash=note.content_hash).exists():
+    if others.filter(live_in_place_q(note.place_key)).exists():
         return "duplicate_live"
     return None
 

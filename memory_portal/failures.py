@@ -1,8 +1,10 @@
-"""The one edge for unexpected failures, every transport alike: a database failure that passes
-by itself (errors.retryable) is a 503 with Retry-After — the JSON envelope under /api/, a
-plain page in the dashboard — and anything else is a 500 `internal_error`. The API's crash
-handler and Django's handler500 both answer through `failure_response`, so a failure in a view,
-a middleware or the token check gets the same answer."""
+"""The one edge for errors every transport shares. `json_error` builds every JSON error the
+server sends (`{"error": {"code", "message", "hint", …}}`, the code's status, Retry-After for
+retryable trouble). Unexpected failures: a database failure that passes by itself
+(errors.retryable) is a 503 with Retry-After — the JSON envelope under /api/ and /mcp, a plain
+page in the dashboard — and anything else is a 500 `internal_error`. The API's crash handler
+and Django's handler500 both answer through `failure_response`, so a failure in a view, a
+middleware or the token check gets the same answer."""
 
 from __future__ import annotations
 
@@ -12,15 +14,27 @@ import sys
 from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
-from memory_portal.memory.errors import CODES, MemoryPortalError, retryable
+from memory_portal.memory.errors import MemoryPortalError, retryable
 
 logger = logging.getLogger("memory_portal.failures")
 
-INTERNAL_ERROR = {
-    "code": "internal_error",
-    "message": "Something went wrong on the server; nothing was half written.",
-    "hint": "Retry later; if it persists, tell the operators the time of the call.",
-}
+INTERNAL_ERROR = MemoryPortalError(
+    "internal_error",
+    "Something went wrong on the server; nothing was half written.",
+    hint="Retry later; if it persists, tell the operators the time of the call.",
+)
+
+
+def json_error(refusal: MemoryPortalError, *, status: int | None = None, **extra) -> JsonResponse:
+    """The JSON error envelope of `refusal`: its code, message and hint (and field, reason), the
+    `extra` members (those not None), the code's status unless `status` says otherwise, and
+    `Retry-After` when the code is retryable."""
+    body = refusal.as_dict()
+    body.update({name: value for name, value in extra.items() if value is not None})
+    response = JsonResponse({"error": body}, status=status or refusal.status)
+    if refusal.retry_after:
+        response["Retry-After"] = str(refusal.retry_after)
+    return response
 
 
 def is_api(request) -> bool:
@@ -31,13 +45,10 @@ def is_api(request) -> bool:
 def refusal_response(request, refusal: MemoryPortalError) -> HttpResponse:
     """A retryable refusal (status 503 and a Retry-After) for either transport."""
     if is_api(request):
-        response: HttpResponse = JsonResponse({"error": refusal.as_dict()}, status=refusal.status)
-    else:
-        # A standalone page: rendering it touches neither the session nor the database.
-        html = render_to_string(
-            "errors/503.html", {"message": refusal.message, "hint": refusal.hint}
-        )
-        response = HttpResponse(html, status=refusal.status)
+        return json_error(refusal)
+    # A standalone page: rendering it touches neither the session nor the database.
+    html = render_to_string("errors/503.html", {"message": refusal.message, "hint": refusal.hint})
+    response = HttpResponse(html, status=refusal.status)
     if refusal.retry_after:
         response["Retry-After"] = str(refusal.retry_after)
     return response
@@ -55,7 +66,7 @@ def failure_response(request, exc: BaseException | None, *, log: bool = False) -
         )
         return refusal_response(request, refusal)
     if is_api(request):
-        return JsonResponse({"error": INTERNAL_ERROR}, status=CODES["internal_error"].status)
+        return json_error(INTERNAL_ERROR)
     return HttpResponse(render_to_string("errors/500.html"), status=500)
 
 
@@ -79,4 +90,4 @@ def bad_request(request, exception) -> HttpResponse:
         hint="Call the server by the host name it is configured for (ALLOWED_HOSTS).",
         field="Host",
     )
-    return JsonResponse({"error": refusal.as_dict()}, status=400)
+    return json_error(refusal)

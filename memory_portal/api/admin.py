@@ -9,6 +9,7 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
 
+from memory_portal.failures import json_error
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
 from memory_portal.memory.errors import MemoryPortalError
@@ -398,19 +399,14 @@ class ImportQuery(Schema):
 def _import_refused(problems: list[tuple[int | None, str]]) -> JsonResponse:
     shown = [{"line": n or None, "message": m} for n, m in problems[:IMPORT_PROBLEMS_SHOWN]]
     more = len(problems) - len(shown)
-    return JsonResponse(
-        {
-            "error": {
-                "code": "memory_invalid",
-                "message": f"{len(problems)} problem(s) in the file; nothing was imported"
-                + (f" (the first {len(shown)} are listed)." if more else "."),
-                "hint": "Fix the listed lines and send the whole file again.",
-                "field": "body",
-                "lines": shown,
-            }
-        },
-        status=400,
+    refusal = MemoryPortalError(
+        "memory_invalid",
+        f"{len(problems)} problem(s) in the file; nothing was imported"
+        + (f" (the first {len(shown)} are listed)." if more else "."),
+        hint="Fix the listed lines and send the whole file again.",
+        field="body",
     )
+    return json_error(refusal, lines=shown)
 
 
 @router.post("/import", response=responses({200: s.ImportOut}), url_name="admin-import")

@@ -9,8 +9,8 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.renderers import JSONRenderer
 
-from memory_portal.failures import failure_response, refusal_response
-from memory_portal.memory.errors import CODES, MemoryPortalError
+from memory_portal.failures import failure_response, json_error
+from memory_portal.memory.errors import MemoryPortalError
 
 from .admin import router as admin_router
 from .auth import BearerAuth
@@ -48,16 +48,12 @@ api.add_router("/admin", admin_router)
 def error_response(
     code: str, message: str, *, hint: str | None = None, status: int | None = None, **extra
 ) -> JsonResponse:
-    body = {"code": code, "message": message, "hint": hint or CODES[code].hint}
-    body.update({k: v for k, v in extra.items() if v})
-    return JsonResponse({"error": body}, status=status or CODES[code].status)
+    return json_error(MemoryPortalError(code, message, hint=hint), status=status, **extra)
 
 
 @api.exception_handler(MemoryPortalError)
 def on_refusal(request, exc: MemoryPortalError):
-    if exc.retry_after:
-        return refusal_response(request, exc)
-    return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+    return json_error(exc)
 
 
 @api.exception_handler(ValidationError)

@@ -24,7 +24,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
-from memory_portal.failures import INTERNAL_ERROR
+from memory_portal.failures import INTERNAL_ERROR, json_error
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError, retryable
 
@@ -102,7 +102,7 @@ def call_tool(actor: Actor, name: str, arguments: dict | None) -> types.CallTool
         refusal = retryable(exc)
         if refusal is None:
             logger.error("unexpected failure in MCP tool %s", name, exc_info=exc)
-            refusal = MemoryPortalError("internal_error", INTERNAL_ERROR["message"])
+            refusal = INTERNAL_ERROR
         return refusal_result(refusal)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=answer)],
@@ -251,7 +251,7 @@ def transport_error(status: int, body: bytes) -> JsonResponse:
         hint=_TRANSPORT_HINTS.get(status, _TRANSPORT_HINTS[400]),
         field=None if status == 413 else header or "body",
     )
-    return JsonResponse({"error": refusal.as_dict()}, status=status)
+    return json_error(refusal, status=status)
 
 
 @csrf_exempt
@@ -260,7 +260,7 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
     try:
         actor = agent_only(BearerAuth()(request))
     except MemoryPortalError as exc:
-        response = JsonResponse({"error": exc.as_dict()}, status=exc.status)
+        response = json_error(exc)
         if exc.status == 401:
             response["WWW-Authenticate"] = 'Bearer realm="memory-portal"'
         return response
@@ -272,7 +272,7 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
             f"{request.method} is not served on /mcp; it is stateless and answers POST only.",
             hint="Send each JSON-RPC message as a POST.",
         )
-        response = JsonResponse({"error": refusal.as_dict()}, status=405)
+        response = json_error(refusal, status=405)
         response["Allow"] = "POST"
         return response
     status, headers, body = async_to_sync(_serve)(actor, _scope(request), request.body)

@@ -9,10 +9,12 @@ import json
 
 from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
-from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
 
-from memory_portal.failures import is_api
+from memory_portal.failures import is_api, json_error
+from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.validation import CONTENT_MAX, FACT_MAX
 
 STATUS_CODES = {405: "method_not_allowed", 404: "not_found", 400: "memory_invalid"}
 
@@ -37,16 +39,12 @@ class ApiErrorEnvelopeMiddleware:
             405: f"{request.method} is not allowed on {request.path}.",
             404: f"No API route {request.method} {request.path}.",
         }
-        wrapped = JsonResponse(
-            {
-                "error": {
-                    "code": code,
-                    "message": messages.get(status, "The request could not be served."),
-                    "hint": "See /api/docs for the routes and their methods.",
-                }
-            },
-            status=status,
+        refusal = MemoryPortalError(
+            code,
+            messages.get(status, "The request could not be served."),
+            hint="See /api/docs for the routes and their methods.",
         )
+        wrapped = json_error(refusal, status=status)
         if status == 405 and response.has_header("Allow"):
             wrapped["Allow"] = response["Allow"]
         return wrapped
@@ -64,17 +62,13 @@ class RejectNulMiddleware:
             "\x00" in value for values in request.GET.lists() for value in values[1]
         ):
             if is_api(request):
-                return JsonResponse(
-                    {
-                        "error": {
-                            "code": "memory_invalid",
-                            "message": "The URL contains a NUL character.",
-                            "hint": "Remove it and retry.",
-                            "field": "url",
-                        }
-                    },
-                    status=400,
+                refusal = MemoryPortalError(
+                    "memory_invalid",
+                    "The URL contains a NUL character.",
+                    hint="Remove it and retry.",
+                    field="url",
                 )
+                return json_error(refusal)
             return HttpResponseBadRequest("The URL contains a NUL character.")
         return self.get_response(request)
 
@@ -141,16 +135,13 @@ class RequestSizeLimitMiddleware:
     def refuse(request, limit: int) -> HttpResponse:
         message = f"The request body is larger than {limit:,} bytes, the most this server reads."
         if is_api(request):
-            return JsonResponse(
-                {
-                    "error": {
-                        "code": "memory_payload_too_large",
-                        "message": message,
-                        "hint": "Send less: a note holds at most 2,000 characters and a fact "
-                        "500; split bulk work into several calls.",
-                    }
-                },
-                status=413,
+            refusal = MemoryPortalError(
+                "memory_payload_too_large",
+                message,
+                hint=f"Send less: a note holds at most {CONTENT_MAX:,} characters and a fact "
+                f"{FACT_MAX:,}; split bulk work into several calls.",
             )
-        html = render_to_string("errors/413.html", {"message": message})
+            return json_error(refusal, status=413)
+        limits = {"content_max": f"{CONTENT_MAX:,}", "fact_max": f"{FACT_MAX:,}"}
+        html = render_to_string("errors/413.html", {"message": message, **limits})
         return HttpResponse(html, status=413)

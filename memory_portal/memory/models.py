@@ -25,11 +25,13 @@ from .choices import (  # noqa: F401 (re-exported)
 )
 from .ids import new_agent_id, new_item_id, new_note_id, new_recovery_id, new_run_id
 from .querysets import (  # noqa: F401 (re-exported)
+    NOT_RECALLED,
     NoteQuerySet,
     expired_q,
     is_expired,
     live_in_place_q,
     not_expired_q,
+    not_recalled_q,
     refusal,
     refused_content_q,
     refused_q,

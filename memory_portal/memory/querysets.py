@@ -4,6 +4,8 @@ content a person refused), and the note queryset. Re-exported by models.py."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -26,6 +28,17 @@ def not_expired_q(now=None) -> Q:
 def is_expired(expires_at, now=None) -> bool:
     """The rule for one note's expiry."""
     return expires_at is not None and expires_at <= (now or timezone.now())
+
+
+# A fact nobody recalled for this long goes to the review queue; an expired one recalled within
+# it is renewed by the daily review.
+NOT_RECALLED = timedelta(days=30)
+
+
+def not_recalled_q(now) -> Q:
+    """Notes not recalled in the last 30 days (never recalled counts once they are that old)."""
+    cutoff = now - NOT_RECALLED
+    return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
 
 
 def refused_q() -> Q:

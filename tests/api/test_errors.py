@@ -95,3 +95,25 @@ def test_nul_characters_are_a_clear_400_everywhere(api, tokens, world):
     api.client.force_login(world.member)
     page = api.client.get("/p/acme-web/notes/mem_%00/")
     assert page.status_code == 400
+
+
+def test_every_json_error_is_built_by_one_function():
+    """`failures.json_error` builds every JSON error envelope: no other module writes
+    `{"error": …}` into a response of its own."""
+    import ast
+    from pathlib import Path
+
+    product = Path(__file__).resolve().parents[2] / "memory_portal"
+    offenders = []
+    for path in sorted(product.rglob("*.py")):
+        if path.name == "failures.py" and path.parent == product:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "JsonResponse"):
+                continue
+            body = node.args[0] if node.args else None
+            if isinstance(body, ast.Dict) and any(
+                isinstance(key, ast.Constant) and key.value == "error" for key in body.keys
+            ):
+                offenders.append(f"{path.relative_to(product)}:{node.lineno}")
+    assert not offenders

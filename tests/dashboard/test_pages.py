@@ -454,3 +454,34 @@ def test_projects_are_listed_a_page_at_a_time_without_counting(
     assert client.get(url, {"page": "x"}).status_code == 200
     huge = client.get(url, {"page": "9" * 30})  # past any OFFSET the database takes: no 500
     assert huge.status_code == 200 and "No more projects" in huge.content.decode()
+
+
+def test_each_review_section_counts_what_its_see_all_link_lists(world, manager_client):
+    """A section and its "See all" link are one filter: following the link lists exactly the
+    section's count, day logs, expired, rejected and unrecalled notes included in the set-up."""
+    from datetime import timedelta
+    from urllib.parse import urlencode
+
+    from django.utils import timezone
+
+    from memory_portal.memory import selectors
+
+    write_notes(world, 3, prefix="Learned")
+    expired = save_fact(world, "About to expire", expires_at=timezone.now() + timedelta(seconds=1))
+    Note.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(days=1))
+    services.day_append(actor=world.as_agent, line="today's line: a learned, live day log")
+    old = write_note(world, "Nobody recalls this one")
+    rejected = write_note(world, "Rejected and old")
+    services.note_approve(actor=world.as_manager, note_id=old.pk)
+    services.note_reject(actor=world.as_manager, note_id=rejected.pk)
+    long_ago = timezone.now() - timedelta(days=45)
+    Note.objects.filter(pk__in=[old.pk, rejected.pk]).update(created_at=long_ago)
+    day_log_yesterday(world, ["an old line"])
+    queue = selectors.review_queue(actor=world.as_manager, project=world.project)
+    assert queue.totals["learned"] == 3 and queue.totals["not_recalled"] == 1
+    for section in selectors.REVIEW_SECTIONS:
+        url = reverse("dashboard:project", args=[SLUG]) + "?" + urlencode(section.filters)
+        response = manager_client.get(url)
+        assert response.status_code == 200
+        listed = response.context["table"].paginator.count
+        assert listed == queue.totals[section.key], section.key

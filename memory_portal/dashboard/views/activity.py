@@ -12,7 +12,6 @@ from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.services.revert import CONFIRM_THRESHOLD, run_revert_latest
 
-from ..filters import KNOWN_ACTIONS, AuditFilter
 from ..forms import BULK_ACTIONS, DeleteRunForm
 from ..tables import PER_PAGE_CHOICES, AuditTable, NoteTable, RunTable, keyset_page, paginate
 from .base import (
@@ -143,7 +142,7 @@ def audit(request):
     slug = request.GET.get("project", "").strip()
     # 404 for a project not theirs (or none by that slug)
     project = selectors.project_access(actor=actor, slug=slug).project if slug else None
-    filterset = AuditFilter(
+    filterset = selectors.AuditFilter(
         request.GET or None,
         queryset=selectors.audit_events_for_person(actor=actor),
         project=project,
@@ -159,6 +158,6 @@ def audit(request):
         "filter": filterset,
         "table": AuditTable([]),
         "page": page,
-        "known_actions": KNOWN_ACTIONS,
+        "known_actions": selectors.KNOWN_ACTIONS,
     }
     return render(request, "dashboard/audit.html", context)

@@ -24,7 +24,6 @@ from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Note
 
-from ..filters import NoteFilter
 from ..forms import ThrottledAuthenticationForm
 from ..tables import NoteTable, paginate
 
@@ -135,6 +134,7 @@ def project_context(access: selectors.ProjectAccess, *, fresh: bool = False) -> 
         "setting": setting,
         "counts": selectors.project_counts(project=project),
         "cap": settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"],
+        "call_budget": settings.MEMORY_PORTAL["RUN_CALL_BUDGET"],
     }
 
 
@@ -233,7 +233,7 @@ def note_table(request, access, queryset, *, fixed: dict | None = None):
     for name, value in (fixed or {}).items():
         data[name] = value
     agents = list(access.project.agents.order_by("name"))
-    filterset = NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
+    filterset = selectors.NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
     table = note_page(request, access, NoteTable(filterset.qs))
     return filterset, table
 

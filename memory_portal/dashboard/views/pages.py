@@ -3,6 +3,8 @@ rendered with the project's header."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.shortcuts import render
@@ -76,28 +78,19 @@ def note_detail(request, access, note_id):
     )
 
 
-# The review queue's sections: key, title, and the notes page's filters that list all of one.
-REVIEW_SECTIONS = (
-    ("learned", "Learned notes, oldest first", "trust=learned&status=active"),
-    ("expired", "Expired notes", "expired=true&status=active"),
-    ("not_recalled", "Not recalled in 30 days", ""),
-    ("stale", "Evidence stale", "evidence_stale=true&status=active"),
-)
-
-
 @project_page
 def review(request, access):
     queue = selectors.review_queue(actor=actor_of(request), project=access.project)
     sections = [
         {
-            "key": key,
-            "title": title,
-            "rows": getattr(queue, key),
-            "total": queue.totals[key],
-            "table": NoteTable(getattr(queue, key), orderable=False),
-            "filter_query": query,
+            "key": section.key,
+            "title": section.title,
+            "rows": getattr(queue, section.key),
+            "total": queue.totals[section.key],
+            "table": NoteTable(getattr(queue, section.key), orderable=False),
+            "filter_query": urlencode(section.filters),
         }
-        for key, title, query in REVIEW_SECTIONS
+        for section in selectors.REVIEW_SECTIONS
     ]
     return render_page(
         request,

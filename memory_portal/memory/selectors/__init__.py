@@ -3,6 +3,7 @@
 The modules split the reads by seam; this package names them all, so callers import
 `selectors` (or a name from it) and never a module of it."""
 
+from ..models import NOT_RECALLED, not_recalled_q
 from .activity import (
     RunDetail,
     audit_events_for_person,
@@ -23,6 +24,7 @@ from .agent import (
     recovery_in_project,
     scratchpad_items,
 )
+from .filters import KNOWN_ACTIONS, AuditFilter, NoteFilter
 from .notes import (
     NoteDetail,
     note_detail,
@@ -43,12 +45,12 @@ from .projects import (
 )
 from .review import (
     DAY_STAMP_LENGTH,
-    NOT_RECALLED,
+    REVIEW_SECTIONS,
     DayLine,
     ReviewQueue,
+    ReviewSection,
     SimilarPair,
     day_line_get,
-    not_recalled_q,
     review_queue,
     routine_for_agent,
     similar_pairs,
@@ -74,6 +76,11 @@ from .visibility import (
 )
 
 __all__ = [
+    "AuditFilter",
+    "KNOWN_ACTIONS",
+    "NoteFilter",
+    "REVIEW_SECTIONS",
+    "ReviewSection",
     "DAY_STAMP_LENGTH",
     "NOT_RECALLED",
     "SEARCH_RESULTS",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 
-from django.db.models import F, JSONField, OuterRef, Q, Subquery
+from django.db.models import F, JSONField, OuterRef, Subquery
 from django.utils import timezone
 
 from ..access import require_member
@@ -19,24 +19,11 @@ from ..models import (
     ReviewRoutine,
     ReviewRun,
     Status,
-    Trust,
-    expired_q,
     live_in_place_q,
-    not_expired_q,
 )
 from ..validation import agent_fact_identity, normalize_text
+from .filters import NoteFilter
 from .notes import note_in_project, notes_rows, notes_table_ids
-
-# A fact nobody recalled for this long goes to the review queue; an expired one recalled within
-# it is renewed by the daily review.
-NOT_RECALLED = timedelta(days=30)
-
-
-def not_recalled_q(now: datetime) -> Q:
-    """Notes not recalled in the last 30 days (never recalled counts once they are that old)."""
-    cutoff = now - NOT_RECALLED
-    return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
-
 
 DAY_STAMP_LENGTH = len("HH:MM ")
 
@@ -128,32 +115,70 @@ def similar_pairs(*, project: Project, limit: int = 25) -> list[SimilarPair]:
     return kept[:limit]
 
 
+@dataclass(frozen=True)
+class ReviewSection:
+    """One section of the review queue: the notes table's filter that lists all of it (its
+    "See all" link is these parameters), and the order the queue shows them in."""
+
+    key: str
+    title: str
+    filters: dict[str, str]
+    order: tuple
+
+
+# Active notes only; learned ones as they await review (day logs go to "Yesterday's day logs"),
+# expired ones, those not recalled in 30 days (rejected ones are out of recall already), and
+# those whose evidence moved on.
+REVIEW_SECTIONS = (
+    ReviewSection(
+        "learned",
+        "Learned notes, oldest first",
+        {"status": "active", "trust": "learned", "expired": "false", "day_log": "false"},
+        ("created_at", "id"),
+    ),
+    ReviewSection(
+        "expired", "Expired notes", {"status": "active", "expired": "true"}, ("expires_at", "id")
+    ),
+    ReviewSection(
+        "not_recalled",
+        "Not recalled in 30 days",
+        {
+            "status": "active",
+            "not_recalled": "true",
+            "expired": "false",
+            "day_log": "false",
+            "rejected": "false",
+        },
+        (F("last_recalled_at").asc(nulls_first=True), "created_at"),
+    ),
+    ReviewSection(
+        "stale",
+        "Evidence stale",
+        {"status": "active", "evidence_stale": "true"},
+        ("created_at", "id"),
+    ),
+)
+
+
 def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQueue:
-    """What a reviewer works through. A note shows once, in the first section it belongs to."""
+    """What a reviewer works through. A note shows once, in the first section it belongs to.
+    Each section is the notes table's own filter (REVIEW_SECTIONS), so its count is the count
+    its "See all" link shows."""
     now = timezone.now()
     # Each section filters, counts and picks ids on the note table alone; the picked rows'
     # relations are loaded once, for at most 4 × limit notes (planning a 9-table join per
     # section cost more than running it).
-    rows = notes_table_ids(actor=actor, project=project).filter(status=Status.ACTIVE)
-    not_expired = not_expired_q(now)
-    sections = {
-        "learned": rows.filter(not_expired, trust=Trust.LEARNED)
-        .exclude(kind=Kind.DAY)
-        .order_by("created_at", "id"),
-        "expired": rows.filter(expired_q(now)).order_by("expires_at", "id"),
-        "not_recalled": rows.filter(not_expired, not_recalled_q(now))
-        .exclude(kind=Kind.DAY)
-        .exclude(trust=Trust.REJECTED)
-        .order_by(F("last_recalled_at").asc(nulls_first=True), "created_at"),
-        "stale": rows.filter(evidence_stale=True).order_by("created_at", "id"),
-    }
+    rows = notes_table_ids(actor=actor, project=project)
     seen: set[str] = set()
     picked_ids: dict[str, list[str]] = {}
     totals: dict[str, int] = {}
-    for name, qs in sections.items():
-        totals[name] = qs.count()
-        picked_ids[name] = [pk for pk in qs.values_list("pk", flat=True)[:limit] if pk not in seen]
-        seen.update(picked_ids[name])
+    for section in REVIEW_SECTIONS:
+        qs = NoteFilter(section.filters, queryset=rows, project=project, agents=()).qs
+        qs = qs.order_by(*section.order)
+        totals[section.key] = qs.count()
+        ids = [pk for pk in qs.values_list("pk", flat=True)[:limit] if pk not in seen]
+        picked_ids[section.key] = ids
+        seen.update(ids)
     loaded = {n.pk: n for n in notes_rows(actor=actor, project=project, ids=list(seen))}
     picked = {name: [loaded[i] for i in ids if i in loaded] for name, ids in picked_ids.items()}
     yesterday = now.date() - timedelta(days=1)

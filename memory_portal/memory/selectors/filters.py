@@ -1,5 +1,7 @@
-"""django-filter FilterSets of the dashboard: the notes table (also the agent and run pages)
-and the audit log."""
+"""The filters of note and audit lists (django-filter FilterSets, after NetBox's pattern): one
+definition beside the selectors, read by the dashboard's notes table (and the agent and run
+pages), its audit log, and the review queue's sections, whose "See all" links are these
+filters' own parameters — so a section and its link can never disagree."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from django import forms
 from django.db.models import Q
 from django.utils import timezone
 
-from memory_portal.memory.audit_actions import AuditAction
-from memory_portal.memory.ids import is_public_id
-from memory_portal.memory.models import (
+from ..audit_actions import AuditAction
+from ..ids import is_public_id
+from ..models import (
     Agent,
     Application,
     AuditEvent,
@@ -24,6 +26,7 @@ from memory_portal.memory.models import (
     Target,
     Trust,
     expired_q,
+    not_recalled_q,
 )
 
 YES_NO = [("true", "Yes"), ("false", "No")]
@@ -63,6 +66,18 @@ class NoteFilter(django_filters.FilterSet):
         choices=YES_NO,
         method="filter_evidence_stale",
         empty_label="Stale or not",
+    )
+    day_log = django_filters.ChoiceFilter(
+        label="Day logs", choices=YES_NO, method="filter_day_log", empty_label="Day logs or not"
+    )
+    rejected = django_filters.ChoiceFilter(
+        label="Rejected", choices=YES_NO, method="filter_rejected", empty_label="Rejected or not"
+    )
+    not_recalled = django_filters.ChoiceFilter(
+        label="Not recalled in 30 days",
+        choices=YES_NO,
+        method="filter_not_recalled",
+        empty_label="Recalled or not",
     )
 
     class Meta:
@@ -116,6 +131,31 @@ class NoteFilter(django_filters.FilterSet):
                 return queryset.filter(expired)
             case False:
                 return queryset.exclude(expired)
+        return queryset
+
+    def filter_day_log(self, queryset, name, value):
+        match _yes_no(value):
+            case True:
+                return queryset.filter(kind=Kind.DAY)
+            case False:
+                return queryset.exclude(kind=Kind.DAY)
+        return queryset
+
+    def filter_rejected(self, queryset, name, value):
+        match _yes_no(value):
+            case True:
+                return queryset.filter(trust=Trust.REJECTED)
+            case False:
+                return queryset.exclude(trust=Trust.REJECTED)
+        return queryset
+
+    def filter_not_recalled(self, queryset, name, value):
+        not_recalled = not_recalled_q(timezone.now())
+        match _yes_no(value):
+            case True:
+                return queryset.filter(not_recalled)
+            case False:
+                return queryset.exclude(not_recalled)
         return queryset
 
     def filter_evidence_stale(self, queryset, name, value):

@@ -88,10 +88,8 @@ def memory_reset(request, project_id: str):
 def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
     """Mark a note reviewed (`approved`) or `rejected`."""
     actor, project = _project(request, project_id)
-    if body.state == "approved":
-        services.note_approve(actor=actor, note_id=note_id, project=project)
-    else:
-        services.note_reject(actor=actor, note_id=note_id, project=project)
+    verb = "approve" if body.state == "approved" else "reject"
+    services.NOTE_VERBS[verb](actor=actor, note_id=note_id, project=project)
     return Status(204, None)
 
 
@@ -106,8 +104,10 @@ def memory_restore(request, project_id: str, recovery_id: str):
     return {"id": note.id}
 
 
-def _note_verb(verb: str, service, out, doc: str | None):
-    """`POST …/memory/{note_id}/<verb>`: the service's answer for the note, as `out`."""
+def _note_verb(verb: str, out, doc: str | None):
+    """`POST …/memory/{note_id}/<verb>`: the verb's service's answer for the note
+    (services.NOTE_VERBS), as `out`."""
+    service = services.NOTE_VERBS[verb]
 
     def view(request, project_id: str, note_id: str):
         actor, project = _project(request, project_id)
@@ -120,16 +120,11 @@ def _note_verb(verb: str, service, out, doc: str | None):
 
 
 # The note verbs of the admin API (the restore is by recovery id, above).
-memory_forget = _note_verb("forget", services.note_forget, s.ForgetOut, None)
+memory_forget = _note_verb("forget", s.ForgetOut, None)
 memory_veto = _note_verb(
-    "veto",
-    services.note_veto,
-    s.NoteStateOut,
-    "Veto: archive the note with reason `vetoed`, recording who.",
+    "veto", s.NoteStateOut, "Veto: archive the note with reason `vetoed`, recording who."
 )
-memory_undo = _note_verb(
-    "undo", services.note_undo, s.NoteStateOut, "Undo a veto (or another archive)."
-)
+memory_undo = _note_verb("undo", s.NoteStateOut, "Undo a veto (or another archive).")
 
 
 # --- Orchestration ----------------------------------------------------------------------------

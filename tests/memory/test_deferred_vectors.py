@@ -37,7 +37,7 @@ def _embeddings_on(settings):
 def no_model_in_this_process(monkeypatch):
     """Every embedding call of the test's own process (the request), counted."""
     calls: list[int] = []
-    model = embeddings._builtin()
+    model = embeddings.builtin_model()
     real = type(model).embed
 
     def spy(self, texts):
@@ -86,7 +86,7 @@ def test_a_write_queues_its_vector_and_the_worker_stores_it(world, no_model_in_t
     }
     row = Note.objects.get(pk=note.pk)
     assert row.embedding_model == embeddings.MiniLMEmbedder.name
-    expected = embeddings._builtin().embed([FACT])[0]
+    expected = embeddings.builtin_model().embed([FACT])[0]
     assert np.allclose(decode_many([row.embedding])[0], expected, atol=2e-3)
     assert Note.objects.get(pk=written.note.pk).embedding is not None
 
@@ -96,7 +96,7 @@ def test_the_task_is_idempotent_and_never_stores_a_vector_of_an_older_text(world
     note = services.fact_save(actor=world.as_agent, text=FACT).note
     # The text read, then changed before the vector is stored: that vector is not stored.
     stale = [(note.pk, "", "The staging deploy needed the VPN once.")]
-    assert store_vectors(stale, embeddings._builtin()) == (0, True)
+    assert store_vectors(stale, embeddings.builtin_model()) == (0, True)
     assert Note.objects.get(pk=note.pk).embedding is None
     assert embed_notes.call([note.pk]) == 1
     assert embed_notes.call([note.pk]) == 0, "a second run finds nothing to do"

@@ -26,7 +26,7 @@ def test_the_builtin_model_equals_the_original():
     """Reference vectors computed once with sentence-transformers and PyTorch (the file says
     which versions); the numpy encoder must give the same vectors."""
     ref = json.loads(REFERENCE.read_text())
-    vectors = embeddings._builtin().embed(ref["sentences"])
+    vectors = embeddings.builtin_model().embed(ref["sentences"])
     expected = np.array(ref["vectors"], dtype=np.float32)
     assert vectors.shape == expected.shape == (len(ref["sentences"]), 384)
     assert np.abs(vectors - expected).max() < 1e-4
@@ -34,7 +34,7 @@ def test_the_builtin_model_equals_the_original():
 
 
 def test_embeddings_are_unit_length_and_order_independent():
-    model = embeddings._builtin()
+    model = embeddings.builtin_model()
     texts = ["short", "a much longer sentence about the staging deploy and its VPN", "x"]
     together = model.embed(texts)
     alone = np.stack([model.embed([t])[0] for t in texts])
@@ -55,13 +55,13 @@ def test_the_builtin_model_loads_with_the_network_unreachable(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect_ex", no_network)
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: no_network(None, a))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    embeddings._builtin.cache_clear()
+    embeddings.builtin_model.cache_clear()
     try:
-        model = embeddings._builtin()
+        model = embeddings.builtin_model()
         assert isinstance(model, MiniLMEmbedder)
         assert model.embed(["Who signs off on database schema changes?"]).shape == (1, 384)
     finally:
-        embeddings._builtin.cache_clear()
+        embeddings.builtin_model.cache_clear()
     assert attempts == []
 
 
@@ -126,7 +126,7 @@ class _Stub:
                     self.send_response(500)
                     self.end_headers()
                     return
-                vectors = embeddings._builtin().embed(body["input"])
+                vectors = embeddings.builtin_model().embed(body["input"])
                 data = [
                     {"object": "embedding", "index": i, "embedding": v.tolist()}
                     for i, v in reversed(list(enumerate(vectors)))  # order is by index
@@ -180,7 +180,7 @@ def endpoint(stub, portal_settings):
         EMBEDDINGS_API_KEY="sk-test-key",
         EMBEDDINGS_TIMEOUT_SECONDS=1.0,
     )
-    embeddings._builtin().embed(["warm"])  # the stub answers with the built-in model
+    embeddings.builtin_model().embed(["warm"])  # the stub answers with the built-in model
     embeddings.vector_cache.clear()  # vectors are cached per provider and text
     yield stub
     embeddings.vector_cache.clear()
@@ -199,7 +199,7 @@ def test_the_endpoint_is_called_with_the_protocol(endpoint):
         ["one", "two"]
     )
     assert vectors.shape == (2, 384)
-    assert np.allclose(vectors, embeddings._builtin().embed(["one", "two"]), atol=1e-6)
+    assert np.allclose(vectors, embeddings.builtin_model().embed(["one", "two"]), atol=1e-6)
     request = endpoint.requests[-1]
     assert request["path"] == "/v1/embeddings"
     assert request["auth"] == "Bearer sk-test-key"

@@ -37,7 +37,7 @@ def _embeddings_on(settings):
 def embed_threads(monkeypatch):
     """The thread of each embedding call."""
     threads: list[str] = []
-    model = embeddings._builtin()
+    model = embeddings.builtin_model()
     real = type(model).embed
 
     def spy(self, texts):
@@ -71,7 +71,7 @@ def test_a_write_runs_no_model_and_its_vector_follows_from_the_background(
     assert set(embed_threads) == {"memory-portal-vectors"}
     vector = _stored(note.pk)
     _stored(written.note.pk)
-    expected = embeddings._builtin().embed([FACT])[0]
+    expected = embeddings.builtin_model().embed([FACT])[0]
     assert float(vector @ expected) > 0.999
 
 
@@ -183,7 +183,7 @@ def test_recall_reads_the_stored_vector(world, stored_vectors):
     assert [p.note.pk for p in recall(actor=world.as_agent, query=query, mark=False).memories] == [
         note.pk
     ]
-    other = embeddings._builtin().embed(["Bananas ripen faster in a paper bag"])[0]
+    other = embeddings.builtin_model().embed(["Bananas ripen faster in a paper bag"])[0]
     Note.objects.filter(pk=note.pk).update(embedding=embeddings.encode(other))
     embeddings.vector_cache.clear()
     fact_cache.clear()  # the UPDATE bypassed the services: the revision did not move
@@ -224,7 +224,7 @@ def test_an_import_stores_vectors(world):
 
 def test_stored_vectors_score_like_fresh_ones():
     """float16 storage moves a cosine by far less than the calibration's steps."""
-    model = embeddings._builtin()
+    model = embeddings.builtin_model()
     vectors = model.embed([FACT, QUERY])
     stored = decode_many([embeddings.encode(vectors[0])])[0]
     assert abs(float(stored @ vectors[1]) - float(vectors[0] @ vectors[1])) < 2e-3

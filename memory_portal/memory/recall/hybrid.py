@@ -33,7 +33,7 @@ import numpy as np
 from ..embeddings import (
     EmbeddingError,
     MiniLMEmbedder,
-    _builtin,
+    builtin_model,
     decode_many,
     get_embedder,
     note_text,
@@ -220,7 +220,7 @@ def _cosines(
         log.warning("the embeddings endpoint failed; the built-in model scores", exc_info=True)
         fallback = FALLBACK_ENDPOINT
         try:
-            embedder = _builtin()
+            embedder = builtin_model()
             cos = cosines(embedder, query, facts, deadline=deadline, stored_only=stored_only)
         except EmbeddingError:
             log.exception("the built-in embedding model cannot be loaded; scoring words alone")

@@ -154,3 +154,45 @@ def check_agent_gate(actor: Actor, setting: MemorySetting, *, write: bool) -> No
         )
     if write:
         require_writer(actor)
+
+
+# --- What a person may do to a note -------------------------------------------------------
+
+
+def note_actions(note, *, manager: bool) -> frozenset[str]:
+    """The note verbs (services.NOTE_VERBS, and `restore` of a forgotten note) a person of the
+    project may apply to `note` as it is now — a manager when `manager`. The dashboard's row
+    offers exactly these and each service refuses the others
+    (tests/memory/test_note_actions.py holds the two together for every state and role). A
+    verb that would change nothing (a second veto) is not offered; `reverify` is offered on
+    the note's page, where its evidence is shown.
+
+    Trust is a judgement of the content, apart from its status: a manager approves or rejects
+    any note that is not forgotten (a forgotten one is restored first)."""
+    if note.status == "forgotten":
+        return frozenset({"restore"} if manager else ())
+    allowed = set()
+    if manager:
+        allowed.add("forget")
+        if note.trust != "reviewed":
+            allowed.add("approve")
+        if note.trust != "rejected":
+            allowed.add("reject")
+    if note.status == "archived":
+        # Undo (of a veto) and unarchive bring an archived note back alike; never one that a
+        # newer note replaced.
+        if not note.superseded_by_id and note.archive_reason != "superseded":
+            allowed |= {"undo", "unarchive"}
+        return frozenset(allowed)
+    allowed |= {"veto", "archive"}
+    if note.kind != "day" and (note.trust == "learned" or manager):
+        allowed.add("edit")  # an edit supersedes: a decided note is replaced by a manager only
+    return frozenset(allowed)
+
+
+def allowed_actions(actor: Actor, note) -> frozenset[str]:
+    """`note_actions` for this person in the note's project (no verbs for an agent: its tools
+    are offered by the tool gate)."""
+    if not actor.is_person:
+        return frozenset()
+    return note_actions(note, manager=actor_role(actor, note.project) == Role.MANAGER)

@@ -10,12 +10,13 @@ from datetime import UTC, date, datetime
 
 import pytest
 from django.template import defaultfilters
+from django.urls import reverse
 from django.utils import timezone
 
 from memory_portal.dashboard.jinja import date_filter
 from memory_portal.memory import services
 
-from .conftest import save_fact, write_note
+from .conftest import client_for, save_fact, write_note
 
 SLUG = "acme-web"
 
@@ -92,11 +93,13 @@ def test_every_state_draws_its_row(who, states, world, manager_client, member_cl
     vetoed = row["vetoed"]
     assert "is-vetoed" in vetoed and "Vetoed</span>" in vetoed
     assert f"by {world.member.get_username()}</small>" in vetoed
-    assert _buttons(vetoed) == {"Undo"}
+    # A manager judges an archived note's trust too, and forgets it (access.note_actions).
+    decided = {"Approve", "Reject", "Forget"}
+    assert _buttons(vetoed) == ({"Undo"} | decided if manager else {"Undo"})
 
     archived = row["archived"]
     assert "Queue &lt;retired&gt; &amp; gone" in archived  # escaped, as every text
-    assert _buttons(archived) == ({"Unarchive", "Forget"} if manager else {"Unarchive"})
+    assert _buttons(archived) == ({"Unarchive"} | decided if manager else {"Unarchive"})
 
     superseded = row["superseded"]
     assert f'superseded by <a href="/p/{SLUG}/notes/{states["edit"].pk}/"' in superseded
@@ -138,3 +141,27 @@ def test_the_rows_date_filter_is_djangos(zone):
                         date_filter(value, fmt)
                     continue
                 assert date_filter(value, fmt) == expected, (value, fmt)
+
+
+@pytest.mark.parametrize("role", ["manager", "member"])
+def test_a_row_offers_what_access_note_actions_says(world, role):
+    """The row's buttons are the rule's verbs, for every state and both roles."""
+    from memory_portal.memory.access import note_actions
+
+    from ..memory.test_note_actions import note_states
+
+    client = client_for(world.manager if role == "manager" else world.member)
+    notes = note_states(world)
+    html = client.get(reverse("dashboard:project", args=[SLUG]) + "?per_page=100")
+    html = html.content.decode()
+    for name, note in notes.items():
+        row = html[html.index(f'id="note-{note.pk}"') :]
+        row = row[: row.index("</tr>")]
+        offered = note_actions(note, manager=role == "manager")
+        for verb in ("approve", "reject", "veto", "unarchive", "archive", "edit", "forget"):
+            shown = f"/notes/{note.pk}/{verb}/" in row
+            assert shown == (verb in offered and not (verb == "unarchive" and note.is_vetoed)), (
+                role, name, verb,
+            )  # fmt: skip
+        assert (f"/notes/{note.pk}/undo/" in row) == ("undo" in offered and note.is_vetoed)
+        assert ("/recoveries/" in row) == ("restore" in offered), (role, name)

@@ -10,6 +10,9 @@ from django.template import engines
 from django.template.defaulttags import CsrfTokenNode
 from django.utils.safestring import SafeString, mark_safe
 
+from memory_portal.memory.access import note_actions
+from memory_portal.memory.validation import ARCHIVE_REASON_MAX
+
 from .fast_url import PlainReverser
 
 register = template.Library()
@@ -19,6 +22,12 @@ _csrf_input = CsrfTokenNode()
 @register.simple_tag(takes_context=True)
 def note_rows(context, notes) -> SafeString:
     rows = engines["jinja2"].env.get_template("dashboard/note_rows.html")
+    manager = context["access"].is_manager
+
+    def allowed(note) -> frozenset[str]:
+        """The row's buttons: what this person may do to the note (access.note_actions)."""
+        return note_actions(note, manager=manager)
+
     return mark_safe(
         rows.render(
             # A table's rows (django-tables2's BoundRows) or notes.
@@ -28,6 +37,8 @@ def note_rows(context, notes) -> SafeString:
             next=context.get("next", ""),
             oob=context.get("oob", False),
             url=PlainReverser(),
+            allowed=allowed,
+            reason_max=ARCHIVE_REASON_MAX,
             # Django's own {% csrf_token %}: the page's token, or nothing where there is none.
             csrf_input=_csrf_input.render(context),
         )

@@ -33,11 +33,12 @@ def _set_trust(
         require_manager(actor, note.project)
         if note.trust == trust:
             return note
-        if trust == Trust.REVIEWED and note.status == Status.FORGOTTEN:
+        if note.status == Status.FORGOTTEN:  # access.note_actions: restore it first
+            verb = "approved" if trust == Trust.REVIEWED else "rejected"
             raise MemoryPortalError(
                 "memory_forgotten",
-                f"Note {note.pk} is forgotten; a forgotten note is not approved.",
-                hint="Restore it from Recoveries first, then approve it.",
+                f"Note {note.pk} is forgotten; a forgotten note is not {verb}.",
+                hint=f"Restore it from Recoveries first, then {verb[:-1]} it.",
             )
         details = {"from": note.trust, "to": trust}
         change.change_note(note, action, {"trust": trust}, details=details)

@@ -25,8 +25,10 @@ demo: migrate
 run: demo
 	DEBUG=1 $(BIN)/python manage.py runserver 127.0.0.1:8000
 
+# One worker per core (pytest-xdist), each with its own test database; worksteal evens out the
+# few long tests. `$(BIN)/python -m pytest tests/…` runs a part in one process.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

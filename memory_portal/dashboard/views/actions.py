@@ -142,7 +142,7 @@ def notes_bulk(request, access):
     if refusals:
         message += f" Could not {label} {len(refusals)}: " + "; ".join(refusals[:5])
     if not changed:
-        return refusal(request, access.project.slug, message)
+        return refusal(request, message, to=next_url(request, access))
     if not request.htmx:
         level = messages.warning if refusals else messages.success
         return done(request, next_url(request, access), message, level=level)

@@ -22,7 +22,7 @@ from .base import (
     project_action,
     project_page,
     project_view,
-    refused,
+    refusal,
     render_page,
 )
 
@@ -66,11 +66,11 @@ def _run_of(request, access, run_id: str):
 def run_delete(request, access, run_id):
     run, run_page = _run_of(request, access, run_id)
     if not DeleteRunForm(request.POST).is_valid():
-        return refused(request, run_page, "Tick the confirmation box to delete the run.")
+        return refusal(request, to=run_page, why="Tick the confirmation box to delete the run.")
     try:
         counts = services.run_delete(actor=actor_of(request), run=run)
     except MemoryPortalError as err:
-        return refused(request, run_page, err)
+        return refusal(request, to=run_page, why=err)
     return done(
         request,
         reverse("dashboard:runs", args=[access.project.slug]),
@@ -97,7 +97,7 @@ def run_revert(request, access, run_id):
             )
         except MemoryPortalError as err:
             again = reverse("dashboard:run-revert", args=[access.project.slug, run.pk])
-            return refused(request, again, err)
+            return refusal(request, to=again, why=err)
         return done(
             request,
             run_page,
@@ -122,11 +122,11 @@ def run_revert_undo(request, access, run_id):
     run, run_page = _run_of(request, access, run_id)
     revert = run_revert_latest(run=run)
     if revert is None:
-        return refused(request, run_page, f"Run {run.pk} has no revert to undo.")
+        return refusal(request, to=run_page, why=f"Run {run.pk} has no revert to undo.")
     try:
         result = services.run_revert_undo(actor=actor_of(request), revert_id=revert.pk)
     except MemoryPortalError as err:
-        return refused(request, run_page, err)
+        return refusal(request, to=run_page, why=err)
     skipped = f"; {len(result.skipped)} changed since and left alone" if result.skipped else ""
     return done(
         request,

@@ -87,7 +87,7 @@ def refusal_edge(view: Callable) -> Callable:
             return view(request, access, *args, **kwargs)
         except MemoryPortalError as err:
             not_found_edge(err)
-            return refusal(request, access.project.slug, err.message, err.hint)
+            return refusal(request, err, to=next_url(request, access))
 
     return wrapper
 
@@ -178,31 +178,27 @@ def error_toast(message: str, hint: str = "") -> HttpResponse:
     return toast(response, "error", message, hint)
 
 
-def refusal(request, slug: str, message: str, hint: str | None = None) -> HttpResponse:
-    """Show a refusal where the person is: a toast (htmx, nothing swapped) or a message on the
-    page they come back to."""
+def refusal(request, why: MemoryPortalError | str, *, to: str) -> HttpResponse:
+    """The dashboard's one answer to a refused change: over htmx an error toast (nothing is
+    swapped); otherwise why (and the hint) as a message on the page `to` the person is sent
+    back to."""
+    message, hint = (why.message, why.hint) if isinstance(why, MemoryPortalError) else (why, "")
     if request.htmx:
         return error_toast(message, hint or "")
-    messages.error(request, message if hint is None else f"{message} {hint}")
-    return redirect(back_to(request, slug))
+    messages.error(request, f"{message} {hint}".strip() if hint else message)
+    return redirect(to)
 
 
 def form_refused(request, access, form) -> HttpResponse:
+    """A change's form that did not validate: its first error, as any refusal."""
     first = next(iter(form.errors.values()))[0]
-    return refusal(request, access.project.slug, first)
+    return refusal(request, first, to=next_url(request, access))
 
 
 def done(request, to: str, message: str, *, level=messages.success) -> HttpResponse:
     """After a change a person is sent back from: a message and a redirect."""
     level(request, message)
     return redirect(to)
-
-
-def refused(request, to: str, why: MemoryPortalError | str) -> HttpResponse:
-    """A refusal of a change a person is sent back from: why, and a redirect."""
-    if isinstance(why, MemoryPortalError):
-        why = f"{why.message} {why.hint}"
-    return done(request, to, why, level=messages.error)
 
 
 def note_rows(request, access, note_ids: Iterable[str]) -> list[Note]:

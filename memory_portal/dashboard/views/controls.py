@@ -21,8 +21,8 @@ from .base import (
     not_found_edge,
     project_action,
     project_context,
+    refusal,
     refusal_edge,
-    refused,
     toast,
 )
 from .pages import agent_of
@@ -70,11 +70,11 @@ def memory_reset(request, access):
     page = reverse("dashboard:project", args=[access.project.slug])
     form = ResetForm(request.POST, project=access.project)
     if not form.is_valid():
-        return refused(request, page, form.errors["confirm_slug"][0])
+        return refusal(request, to=page, why=form.errors["confirm_slug"][0])
     try:
         counts = services.memory_reset(actor=actor_of(request), project=access.project)
     except MemoryPortalError as err:
-        return refused(request, page, err)
+        return refusal(request, to=page, why=err)
     response = done(
         request,
         page,
@@ -124,7 +124,7 @@ def agent_routine(request, access, agent_id, verb):
             raise Http404("No such routine action.")
     except MemoryPortalError as err:
         not_found_edge(err)
-        return refused(request, page, err)
+        return refusal(request, to=page, why=err)
     return done(request, page, message)
 
 

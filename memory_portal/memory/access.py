@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from .actors import Actor
 from .errors import MemoryPortalError
-from .models import Membership, MemorySetting, Project, Role
+from .models import (
+    REASON_SUPERSEDED,
+    Kind,
+    Membership,
+    MemorySetting,
+    Project,
+    Role,
+    Status,
+    Trust,
+)
 
 
 def role_in(user, project: Project) -> str | None:
@@ -169,23 +178,23 @@ def note_actions(note, *, manager: bool) -> frozenset[str]:
 
     Trust is a judgement of the content, apart from its status: a manager approves or rejects
     any note that is not forgotten (a forgotten one is restored first)."""
-    if note.status == "forgotten":
+    if note.status == Status.FORGOTTEN:
         return frozenset({"restore"} if manager else ())
     allowed = set()
     if manager:
         allowed.add("forget")
-        if note.trust != "reviewed":
+        if note.trust != Trust.REVIEWED:
             allowed.add("approve")
-        if note.trust != "rejected":
+        if note.trust != Trust.REJECTED:
             allowed.add("reject")
-    if note.status == "archived":
+    if note.status == Status.ARCHIVED:
         # Undo (of a veto) and unarchive bring an archived note back alike; never one that a
         # newer note replaced.
-        if not note.superseded_by_id and note.archive_reason != "superseded":
+        if not note.superseded_by_id and note.archive_reason != REASON_SUPERSEDED:
             allowed |= {"undo", "unarchive"}
         return frozenset(allowed)
     allowed |= {"veto", "archive"}
-    if note.kind != "day" and (note.trust == "learned" or manager):
+    if note.kind != Kind.DAY and (note.trust == Trust.LEARNED or manager):
         allowed.add("edit")  # an edit supersedes: a decided note is replaced by a manager only
     return frozenset(allowed)
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from .. import counters, fastsql
@@ -195,13 +194,10 @@ class ProjectChange:
             setattr(note, name, value)
         self.save_note(note, tuple(changes), action, was=before, **audit_fields)
 
-    def note(self, note_id: str, *, known: bool = False, twin: bool = True) -> Note:
-        """The note read under the lock, as this change's actor may see it in this project
-        (`known`: the caller has just found it so; it is read by id). With `twin`, another
-        live note of the same content comes along as `live_twin_id`."""
-        by_id = Q(pk=note_id, project_id=self.project.pk) if known else None
-        if by_id is None:
-            by_id = note_by_id_q(actor=self.actor, project=self.project, note_id=note_id)
+    def note(self, note_id: str, *, twin: bool = True) -> Note:
+        """The note read under the lock, as this change's actor may see it in this project.
+        With `twin`, another live note of the same content comes along as `live_twin_id`."""
+        by_id = note_by_id_q(actor=self.actor, project=self.project, note_id=note_id)
         notes = Note.objects.select_for_update().filter(by_id)
         if twin:
             notes = notes.annotate(live_twin_id=live_twin())
@@ -239,9 +235,7 @@ class ProjectChange:
 
     def _write_check(self, note: Note, take: fastsql.CallToTake | None) -> fastsql.WriteCheck:
         top = self.actor.run.top_level_run_id if self.actor and self.actor.is_agent else ""
-        return fastsql.write_check(
-            self.project.pk, note.place_key, note.content_key, top, take
-        )
+        return fastsql.write_check(self.project.pk, note.place_key, note.content_key, top, take)
 
     def _check_caps(self, check: fastsql.WriteCheck) -> None:
         cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
@@ -368,11 +362,7 @@ def project_change(
         raise
 
 
-def note_project(actor: Actor, note_id: str, project: Project | None) -> tuple[Project, bool]:
-    """The project of the note a change is about, and whether the note was just found as the
-    actor may see it (`ProjectChange.note(known=…)`): the caller's, when it knows it (the
-    dashboard's URL), else the note's own."""
-    if project is not None:
-        return project, False
-    return note_get(actor=actor, note_id=note_id).project, True
-
+def note_project(actor: Actor, note_id: str, project: Project | None) -> Project:
+    """The project of the note a change is about: the caller's, when it knows it (the
+    dashboard's URL), else the note's own as the actor may see it."""
+    return project if project is not None else note_get(actor=actor, note_id=note_id).project

@@ -59,11 +59,9 @@ def _archived(reason: str, **also) -> dict:
 def _note_change(
     actor: Actor, note_id: str, project: Project | None, within: ProjectChange | None, **checks
 ):
-    """The change of one note's project (see `ProjectChange.note`)."""
-    if within is not None:
-        project = within.project
-    project, known = note_project(actor, note_id, project)
-    return project_change(project, actor=actor, within=within, **checks), known
+    """The change of one note's project (the note is read with `ProjectChange.note`)."""
+    project = within.project if within is not None else note_project(actor, note_id, project)
+    return project_change(project, actor=actor, within=within, **checks)
 
 
 def note_archive(
@@ -78,9 +76,8 @@ def note_archive(
     text = require_text("reason", reason, max_len=ARCHIVE_REASON_MAX)
     if text.lower() in RESERVED_REASONS:
         raise invalid("reason", f"The reason {text!r} is set by Memory Portal itself.")
-    changing, known = _note_change(actor, note_id, project, within, gate=True)
-    with changing as change:
-        note = change.note(note_id, known=known)
+    with _note_change(actor, note_id, project, within, gate=True) as change:
+        note = change.note(note_id)
         _require_own(actor, note)
         if note.status == Status.FORGOTTEN:
             raise invalid("id", f"{note.pk} is forgotten; restore it first.")
@@ -98,9 +95,8 @@ def _unarchive(
     project: Project | None,
     within: ProjectChange | None,
 ) -> Note:
-    changing, known = _note_change(actor, note_id, project, within, gate=True)
-    with changing as change:
-        note = change.note(note_id, known=known)
+    with _note_change(actor, note_id, project, within, gate=True) as change:
+        note = change.note(note_id)
         _require_own(actor, note)
         if note.status == Status.ACTIVE:
             return note
@@ -167,9 +163,8 @@ def note_veto(
 ) -> Note:
     """A person's one-click veto: archive with reason `vetoed`, recording who."""
     require_person(actor, code="memory_veto_human_only", what="a veto")
-    changing, known = _note_change(actor, note_id, project, within)
-    with changing as change:
-        note = change.note(note_id, known=known)
+    with _note_change(actor, note_id, project, within) as change:
+        note = change.note(note_id)
         if note.is_vetoed:
             return note
         if note.status != Status.ACTIVE:
@@ -204,9 +199,8 @@ def note_forget(
 ) -> Recovery:
     """Hide a note and keep a recovery record. Agents forget learned notes in their reach;
     managers forget any note."""
-    changing, known = _note_change(actor, note_id, project, within)
-    with changing as change:
-        note = change.note(note_id, known=known)
+    with _note_change(actor, note_id, project, within) as change:
+        note = change.note(note_id)
         if actor.is_agent:
             change.check_gate()
             if note.status != Status.ACTIVE:
@@ -236,9 +230,7 @@ def note_forget(
     return recovery
 
 
-def note_restore(
-    *, actor: Actor, recovery_id: str, within: ProjectChange | None = None
-) -> Note:
+def note_restore(*, actor: Actor, recovery_id: str, within: ProjectChange | None = None) -> Note:
     """Bring a forgotten note back to the status it had, trust unchanged; the recovery record
     is consumed."""
     not_found = MemoryPortalError(

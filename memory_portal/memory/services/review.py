@@ -27,9 +27,9 @@ from .change import note_project, project_change
 def _set_trust(
     actor: Actor, note_id: str, project: Project | None, trust: str, action: AuditAction
 ) -> Note:
-    project, known = note_project(actor, note_id, project)
+    project = note_project(actor, note_id, project)
     with project_change(project, actor=actor) as change:
-        note = change.note(note_id, known=known)
+        note = change.note(note_id)
         require_manager(actor, note.project)
         if note.trust == trust:
             return note
@@ -86,7 +86,7 @@ def note_reverify(*, actor: Actor, note_id: str, project: Project | None = None)
         quote=note.evidence_quote or None,
     )
     with project_change(note.project, actor=actor) as change:
-        note = change.note(note.pk, known=True, twin=False)
+        note = change.note(note.pk, twin=False)
         if note.evidence_commit == verified.commit:
             return note
         details = {"from": note.evidence_commit, "to": verified.commit}

@@ -18,6 +18,7 @@ from memory_portal.memory.services.revert import run_revert_latest
 from . import schemas as s
 from .auth import person
 from .schemas import responses
+from .schemas.filters import NoteQuery, filter_data
 
 router = Router(tags=["admin"])
 
@@ -47,11 +48,14 @@ class PageQuery(Schema):
 
 
 @router.get("/projects/{project_id}/memory", response=responses({200: s.AdminMemoryOut}))
-def memory_page(request, project_id: str, page: Query[PageQuery]):
-    """Settings and a page of all notes, including trust, deletion state and provenance."""
+def memory_page(request, project_id: str, page: Query[PageQuery], filters: Query[NoteQuery]):
+    """Settings and a page of the project's notes, newest first, including trust, deletion
+    state and provenance. The filters are the dashboard's notes table's, under the same names
+    (`?status=active&trust=learned` lists what the review queue's first section counts)."""
     actor, project = _managed(request, project_id)
     setting = selectors.setting_get(project=project)
-    qs = selectors.notes_admin(actor=actor, project=project)
+    notes = selectors.notes_admin(actor=actor, project=project)
+    qs = selectors.NoteFilter(filter_data(filters), queryset=notes, project=project).checked_qs()
     rows = list(qs[page.offset : page.offset + page.limit + 1])
     more = len(rows) > page.limit
     return {

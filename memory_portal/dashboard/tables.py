@@ -1,6 +1,6 @@
-"""django-tables2 tables of the dashboard. The notes table's rows are drawn by the `note_row`
-partial of `dashboard/project_memory.html` (so an htmx action can redraw one row); the table
-class owns the columns, their order, sorting and pagination."""
+"""django-tables2 tables of the dashboard. The notes table's rows are drawn by the
+`{% note_rows %}` tag (templatetags/note_rows.py) so an htmx action can redraw one row; the
+table class owns the columns, their order, sorting and pagination."""
 
 from __future__ import annotations
 
@@ -28,37 +28,53 @@ class TableMeta:
     per_page = 50
 
 
+def note_column(header: str, css: str, **kwargs) -> tables.Column:
+    """A column of the notes table: its header, and the class its header and cells share
+    (the stylesheet sizes columns by it; on a phone the header is the cell's label)."""
+    attrs = {"th": {"class": css}, "td": {"class": css}}
+    return tables.Column(verbose_name=header, attrs=attrs, **kwargs)
+
+
+@dataclass(frozen=True)
+class RowColumn:
+    """What the Jinja2 row (templates/jinja2/dashboard/note_rows.html) needs of a column: its
+    name (which cell macro draws it), its class and its label."""
+
+    name: str
+    css: str
+    label: str
+
+
 class NoteTable(tables.Table):
-    select = tables.Column(
-        verbose_name="Select", accessor="pk", orderable=False, attrs={"th": {"class": "c-select"}}
-    )
-    id = tables.Column(verbose_name="Id", attrs={"th": {"class": "c-id"}})
-    kind = tables.Column(verbose_name="Kind")
-    content = tables.Column(
-        verbose_name="Content", orderable=False, attrs={"th": {"class": "c-content"}}
-    )
+    """The notes table's columns, declared once: the header row is drawn from them, and so is
+    every row (`row_columns`), on the notes, agent, run and review pages."""
+
+    select = note_column("Select", "c-select", accessor="pk", orderable=False)
+    id = note_column("Id", "c-id")
+    kind = note_column("Kind", "c-kind")
+    content = note_column("Content", "c-content", orderable=False)
     # Trust and status share a cell (two badges) so the table fits a 1280 px screen.
-    trust = tables.Column(verbose_name="Trust · status")
-    scope = tables.Column(verbose_name="Scope")
-    provenance = tables.Column(
-        verbose_name="Provenance", accessor="created_by_stage", orderable=False
-    )
-    evidence = tables.Column(verbose_name="Evidence", accessor="evidence_path", orderable=False)
-    tags = tables.Column(verbose_name="Tags", accessor="tags_text", orderable=False)
+    trust = note_column("Trust · status", "c-state")
+    scope = note_column("Scope", "c-scope")
+    provenance = note_column("Provenance", "c-prov", accessor="created_by_stage", orderable=False)
+    evidence = note_column("Evidence", "c-evidence", accessor="evidence_path", orderable=False)
+    tags = note_column("Tags", "c-tags", accessor="tags_text", orderable=False)
     # Likewise created and expires.
-    created = tables.Column(verbose_name="Created · expires", accessor="created_at")
-    recalls = tables.Column(verbose_name="Recalls", accessor="recall_count")
-    actions = tables.Column(
-        verbose_name="Actions",
-        empty_values=(),
-        orderable=False,
-        attrs={"th": {"class": "c-actions"}},
-    )
+    created = note_column("Created · expires", "c-date", accessor="created_at")
+    recalls = note_column("Recalls", "c-num", accessor="recall_count")
+    actions = note_column("Actions", "c-actions", empty_values=(), orderable=False)
 
     class Meta(TableMeta):
         model = Note
         order_by = ("-created",)
         empty_text = "No notes match these filters."
+
+    @classmethod
+    def row_columns(cls) -> tuple[RowColumn, ...]:
+        return tuple(
+            RowColumn(name, column.attrs["td"]["class"], str(column.verbose_name))
+            for name, column in cls.base_columns.items()
+        )
 
 
 class RunTable(tables.Table):

@@ -168,35 +168,52 @@ def check_agent_gate(actor: Actor, setting: MemorySetting, *, write: bool) -> No
 # --- What a person may do to a note -------------------------------------------------------
 
 
+# The verbs only a project's manager applies to a note (the services call `require_manager`
+# for each; members veto, undo, archive, unarchive and edit learned notes).
+MANAGER_VERBS = frozenset({"approve", "reject", "forget", "restore"})
+
+
+def is_replaced(note) -> bool:
+    """A newer note replaced this one (a supersede or an edit): it is never brought back by
+    undo or unarchive (services.note_unarchive / note_undo refuse `memory_superseded`)."""
+    return bool(note.superseded_by_id) or note.archive_reason == REASON_SUPERSEDED
+
+
+def replacing_needs_manager(note) -> bool:
+    """A reviewed or rejected note is replaced (superseded, edited) by a manager only (the
+    write's supersede check refuses others `memory_trust_locked`)."""
+    return note.trust != Trust.LEARNED
+
+
 def note_actions(note, *, manager: bool) -> frozenset[str]:
     """The note verbs (services.NOTE_VERBS, and `restore` of a forgotten note) a person of the
     project may apply to `note` as it is now — a manager when `manager`. The dashboard's row
-    offers exactly these and each service refuses the others
-    (tests/memory/test_note_actions.py holds the two together for every state and role). A
-    verb that would change nothing (a second veto) is not offered; `reverify` is offered on
-    the note's page, where its evidence is shown.
+    offers exactly these, built from the rules the services enforce (MANAGER_VERBS,
+    `is_replaced`, `replacing_needs_manager`); tests/memory/test_note_actions.py holds the two
+    together for every state and role. A verb that would change nothing (a second veto) is not
+    offered, though its service answers it as a no-op; `reverify` is offered on the note's
+    page, where its evidence is shown.
 
     Trust is a judgement of the content, apart from its status: a manager approves or rejects
     any note that is not forgotten (a forgotten one is restored first)."""
+    verbs = set()
     if note.status == Status.FORGOTTEN:
-        return frozenset({"restore"} if manager else ())
-    allowed = set()
-    if manager:
-        allowed.add("forget")
+        verbs.add("restore")
+    else:
+        verbs.add("forget")
         if note.trust != Trust.REVIEWED:
-            allowed.add("approve")
+            verbs.add("approve")
         if note.trust != Trust.REJECTED:
-            allowed.add("reject")
-    if note.status == Status.ARCHIVED:
-        # Undo (of a veto) and unarchive bring an archived note back alike; never one that a
-        # newer note replaced.
-        if not note.superseded_by_id and note.archive_reason != REASON_SUPERSEDED:
-            allowed |= {"undo", "unarchive"}
-        return frozenset(allowed)
-    allowed |= {"veto", "archive"}
-    if note.kind != Kind.DAY and (note.trust == Trust.LEARNED or manager):
-        allowed.add("edit")  # an edit supersedes: a decided note is replaced by a manager only
-    return frozenset(allowed)
+            verbs.add("reject")
+        if note.status == Status.ARCHIVED:
+            # Undo (of a veto) and unarchive bring an archived note back alike.
+            if not is_replaced(note):
+                verbs |= {"undo", "unarchive"}
+        else:
+            verbs |= {"veto", "archive"}
+            if note.kind != Kind.DAY and (manager or not replacing_needs_manager(note)):
+                verbs.add("edit")
+    return frozenset(verbs if manager else verbs - MANAGER_VERBS)
 
 
 def allowed_actions(actor: Actor, note) -> frozenset[str]:

@@ -31,6 +31,43 @@ def test_memory_page_lists_settings_and_notes(api, tokens, world):
     assert len(rest["notes"]) == 1 and rest["nextOffset"] is None
 
 
+def test_memory_page_takes_the_notes_tables_filters(api, tokens, world):
+    """The admin list filters through the dashboard's NoteFilter, under the same names: each
+    review section's own filters list exactly the notes the section counts."""
+    from urllib.parse import urlencode
+
+    from memory_portal.memory import selectors
+
+    kept, approved, vetoed = (note(world, f"Filtered note {i}") for i in range(3))
+    services.note_approve(actor=world.as_manager, note_id=approved.pk)
+    services.note_veto(actor=world.as_member, note_id=vetoed.pk)
+    services.note_write(actor=world.as_agent, kind="lesson", content="Tagged", tags=["deploy"])
+    queue = selectors.review_queue(actor=world.as_manager, project=world.project)
+    assert queue.totals["learned"] == 2  # kept and the lesson; a vetoed note awaits no review
+    for section in selectors.REVIEW_SECTIONS:
+        url = f"{BASE}/memory?limit=100&{urlencode(section.filters)}"
+        body = api.get(url, tokens.manager).json()
+        assert len(body["notes"]) == queue.totals[section.key], section.key
+    learned = api.get(f"{BASE}/memory?trust=learned&status=active", tokens.manager).json()
+    assert kept.pk in {n["id"] for n in learned["notes"]}
+    assert approved.pk not in {n["id"] for n in learned["notes"]}
+    tagged = api.get(f"{BASE}/memory?tag=deploy&kind=lesson", tokens.manager).json()
+    assert [n["content"] for n in tagged["notes"]] == ["Tagged"]
+    stale = api.get(f"{BASE}/memory?evidence_stale=true", tokens.manager).json()
+    assert stale["notes"] == []
+    by_agent = api.get(f"{BASE}/memory?agent={world.agent.pk}&limit=100", tokens.manager).json()
+    assert len(by_agent["notes"]) == 4
+
+    # A value outside a filter's choices is a 400 naming the filter, for fixed and
+    # project-bound choices alike; nothing else is read.
+    for query, field in (("trust=trusted", "trust"), ("agent=agt_nobody", "agent"),
+                         ("created_from=yesterday", "created_from")):  # fmt: skip
+        response = api.get(f"{BASE}/memory?{query}", tokens.manager)
+        assert response.status_code == 400, query
+        error = response.json()["error"]
+        assert error["code"] == "memory_invalid" and field in error["message"], query
+
+
 def test_enable_disable_reset(api, tokens, world):
     response = api.call("PUT", f"{BASE}/memory", tokens.manager, {"enabled": False})
     assert response.status_code == 204 and response.content == b""

@@ -165,3 +165,22 @@ def test_a_row_offers_what_access_note_actions_says(world, role):
             )  # fmt: skip
         assert (f"/notes/{note.pk}/undo/" in row) == ("undo" in offered and note.is_vetoed)
         assert ("/recoveries/" in row) == ("restore" in offered), (role, name)
+
+
+def test_a_rows_cells_are_the_tables_columns(states, manager_client):
+    """The columns are declared once, in NoteTable: the header and every row (on the notes
+    page and the review queue) draw them in the same order, with the same class and label."""
+    for path in (f"/p/{SLUG}/?per_page=100", f"/p/{SLUG}/review/"):
+        html = manager_client.get(path).content.decode()
+        head = re.search(r"<thead>.*?</thead>", html, re.S).group(0)
+        ths = re.findall(r'<th scope="col" class="([^"]+)"[^>]*>(.*?)</th>', head, re.S)
+        header = [  # the column's own class first; django-tables2 adds "orderable" and such
+            (css.split()[0], re.sub(r"<[^>]+>|[▲▼]|\s+", " ", label).strip()) for css, label in ths
+        ]
+        assert [css for css, _ in header][:3] == ["c-id", "c-kind", "c-content"]
+        rows = re.findall(r'<tr id="note-.*?</tr>', html, re.S)
+        assert rows
+        for row in rows:
+            cells = re.findall(r'<td class="([^"]+)" data-label="([^"]*)">', row)
+            assert [css for css, _ in cells] == ["c-select"] + [css for css, _ in header]
+            assert [label for _, label in cells][1:] == [label for _, label in header]

@@ -1,7 +1,8 @@
 """`{% note_rows notes %}`: rows of the notes table, drawn by their Jinja2 template
-(templates/jinja2/dashboard/note_rows.html, dashboard/jinja.py) in one call, with the page's
-`project`, `access`, `next` and `oob`. Every page and htmx fragment that shows a note's row
-draws it through this tag: the notes table, the review queue and `row_response`."""
+(templates/jinja2/dashboard/note_rows.html, dashboard/jinja.py) in one call, with NoteTable's
+columns and the page's `project`, `access`, `next` and `oob`. Every page and htmx fragment that
+shows a note's row draws it through this tag: the notes table, the review queue and
+`row_response`."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from django.utils.safestring import SafeString, mark_safe
 from memory_portal.memory.access import note_actions
 from memory_portal.memory.validation import ARCHIVE_REASON_MAX
 
+from ..tables import NoteTable
 from .fast_url import PlainReverser
 
 register = template.Library()
 _csrf_input = CsrfTokenNode()
+_COLUMNS = NoteTable.row_columns()
 
 
 @register.simple_tag(takes_context=True)
@@ -32,6 +35,7 @@ def note_rows(context, notes) -> SafeString:
         rows.render(
             # A table's rows (django-tables2's BoundRows) or notes.
             notes=[getattr(row, "record", row) for row in notes],
+            columns=_COLUMNS,
             project=context["project"],
             access=context["access"],
             next=context.get("next", ""),

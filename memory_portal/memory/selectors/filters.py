@@ -1,7 +1,10 @@
 """The filters of note and audit lists (django-filter FilterSets, after NetBox's pattern): one
 definition beside the selectors, read by the dashboard's notes table (and the agent and run
-pages), its audit log, and the review queue's sections, whose "See all" links are these
-filters' own parameters — so a section and its link can never disagree."""
+pages), its audit log, the review queue's sections, whose "See all" links are these filters'
+own parameters — so a section and its link can never disagree — and the admin API's list of a
+project's notes, which takes every NoteFilter parameter (its query schema is built from this
+class, api/schemas/filters.py). The agents' tools and v1 lists keep their own few arguments
+(kind, target, date, status), which are plain column matches."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..audit_actions import AuditAction
+from ..errors import MemoryPortalError
 from ..ids import is_public_id
 from ..models import (
     Agent,
@@ -58,6 +62,7 @@ class NoteFilter(django_filters.FilterSet):
     created_to = django_filters.DateFilter(
         label="Created to", field_name="created_at", lookup_expr="date__lte", widget=DATE_INPUT
     )
+    day = django_filters.DateFilter(label="Day log of", field_name="day", widget=DATE_INPUT)
     expired = django_filters.ChoiceFilter(
         label="Expired", choices=YES_NO, method="filter_expired", empty_label="Expired or not"
     )
@@ -84,13 +89,31 @@ class NoteFilter(django_filters.FilterSet):
         model = Note
         fields: list[str] = []
 
-    def __init__(self, data=None, queryset=None, *, project: Project, agents=None, **kwargs):
+    def __init__(
+        self, data=None, queryset=None, *, project: Project | None, agents=None, **kwargs
+    ):
+        """`project`: the project whose applications and agents the filters name (None: an
+        agent's read across what it sees, where those two filters accept no value). `agents`:
+        the project's agents when the caller has them; else they are read only if the agent
+        filter is given a value or its form field drawn."""
         super().__init__(data, queryset, **kwargs)
         self.filters["application"].queryset = Application.objects.filter(
             project=project
         ).select_related("project")
-        agents = agents if agents is not None else Agent.objects.filter(project=project)
-        self.filters["agent"].extra["choices"] = [(a.pk, a.name) for a in agents]
+        if agents is None:
+            agents = Agent.objects.filter(project=project) if project else Agent.objects.none()
+        # A callable: Django's ChoiceField reads it on first use, not here.
+        self.filters["agent"].extra["choices"] = lambda: [(a.pk, a.name) for a in agents]
+
+    def checked_qs(self):
+        """The filtered notes, or `memory_invalid` naming the first filter whose value is
+        refused (the API's lists; the dashboard shows the form's errors instead)."""
+        if not self.is_valid():
+            name, errors = next(iter(self.errors.items()))
+            raise MemoryPortalError(
+                "memory_invalid", f"{name}: {errors[0]}", field=name, hint="Fix the named filter."
+            )
+        return self.qs
 
     @property
     def active_count(self) -> int:

@@ -39,9 +39,11 @@ def notes_table(*, actor: Actor, project: Project) -> QuerySet[Note]:
 
 def notes_admin(*, actor: Actor, project: Project) -> QuerySet[Note]:
     """Every note of the project, newest first, with what an admin API row shows joined in:
-    origin run, evidence repository, application, who vetoed, the open recovery record."""
+    origin run, evidence repository, application, who vetoed, the open recovery record.
+    `evidence_stale` is an alias to filter on (NoteFilter)."""
     return (
         notes_for_actor(actor=actor, project=project)
+        .alias(evidence_stale=_evidence_stale())
         .select_related("origin_run", "evidence_repository", "application", "vetoed_by", "recovery")
         .order_by("-created_at", "-id")
     )

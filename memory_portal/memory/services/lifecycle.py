@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from ..access import (
     actor_role,
+    is_replaced,
     require_manager,
     require_person,
 )
@@ -102,7 +103,7 @@ def _unarchive(
             return note
         if note.status == Status.FORGOTTEN:
             raise invalid("id", f"{note.pk} is forgotten; restore it with its recoveryId.")
-        if note.superseded_by_id or note.archive_reason == REASON_SUPERSEDED:
+        if is_replaced(note):
             raise MemoryPortalError(
                 "memory_superseded",
                 f"{note.pk} was replaced by {note.superseded_by_id or 'a newer memory'}.",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError
 
 from .. import counters, fastsql
+from ..access import replacing_needs_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
@@ -21,7 +22,6 @@ from ..models import (
     Project,
     Scope,
     Status,
-    Trust,
 )
 from ..selectors import note_get, note_not_found
 from ._common import is_manager
@@ -162,7 +162,7 @@ def _lock_superseded(change: ProjectChange, note_id: str, new: Note) -> Note:
             "memory_supersede_archived",
             f"{note_id} is {old.archive_reason or old.status}; only a live note is superseded.",
         )
-    if old.trust != Trust.LEARNED and not is_manager(actor, project):
+    if replacing_needs_manager(old) and not is_manager(actor, project):
         raise MemoryPortalError(
             "memory_trust_locked",
             f"{note_id} is {old.trust}; only a project manager can replace it.",

@@ -1,7 +1,9 @@
 """`memory mcp`: a stdio MCP server for clients that only launch local processes. It forwards
 tools/list, tools/call and the prompts to the portal's /mcp endpoint (MEMORY_PORTAL_URL, with
 MEMORY_PORTAL_TOKEN as the bearer token), so the tools, their schemas, the trace and every
-refusal are the server's own. Needs the `mcp` package (a dependency of memory-portal)."""
+refusal are the server's own. With an agent key (`mpk_…`) the process holds one MCP session,
+so it is one run of the key's agent, finished when the process ends. Needs the `mcp` package
+(a dependency of memory-portal)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 TIMEOUT_SECONDS = 60
+KEY_PREFIX = "mpk_"  # memory.tokens.KEY_PREFIX; this module imports no Django
 
 
 def forwarding_server(remote: Client) -> Server:
@@ -58,10 +61,14 @@ async def serve(base_url: str, token: str) -> None:
 
 
 def check_token(base_url: str, token: str) -> str | None:
-    """Refuse at once, with the portal's own words, a token /mcp will not take."""
+    """Refuse at once, with the portal's own words, a token /mcp will not take. A run token is
+    tried on GET /api/tools; an agent key on /mcp itself (a DELETE of no session: 400 for a
+    live key, which opens nothing, and 401 for a dead one)."""
+    key = token.startswith(KEY_PREFIX)
     try:
-        response = httpx2.get(
-            base_url.rstrip("/") + "/api/tools",
+        response = httpx2.request(
+            "DELETE" if key else "GET",
+            base_url.rstrip("/") + ("/mcp" if key else "/api/tools"),
             headers={"Authorization": f"Bearer {token}"},
             timeout=TIMEOUT_SECONDS,
         )
@@ -70,7 +77,7 @@ def check_token(base_url: str, token: str) -> str | None:
             f"connection_failed: Could not reach {base_url}: {exc}. "
             "(Check MEMORY_PORTAL_URL and that the server is running.)"
         )
-    if response.status_code == 200:
+    if response.status_code == (400 if key else 200):
         return None
     try:
         error = response.json()["error"]

@@ -291,4 +291,7 @@ MEMORY_PORTAL = {
     "EMBEDDINGS_TIMEOUT_SECONDS": env_float("MEMORY_EMBEDDINGS_TIMEOUT_SECONDS", 5.0),
     "GIT_BINARY": os.environ.get("MEMORY_GIT_BINARY", "git"),
     "GIT_TIMEOUT_SECONDS": env_int("MEMORY_GIT_TIMEOUT_SECONDS", 10),
+    # An MCP session opened with an agent key is one run, finished after this long without a
+    # call when its client never ends it.
+    "MCP_IDLE_MINUTES": env_int("MEMORY_PORTAL_MCP_IDLE_MINUTES", 30),
 }

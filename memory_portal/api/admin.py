@@ -249,6 +249,67 @@ def agent_create(request, project_id: str, body: s.AgentIn):
     return Status(201, {"id": agent.id})
 
 
+def _agent(request, project_id: str, agent_id: str):
+    actor, project = _project(request, project_id)
+    return actor, selectors.agent_in_project(actor=actor, project=project, agent_id=agent_id)
+
+
+@router.patch("/projects/{project_id}/agents/{agent_id}", response=responses({204: None}))
+def agent_rename(request, project_id: str, agent_id: str, body: s.AgentPatchIn):
+    """Rename an agent (managers)."""
+    actor, agent = _agent(request, project_id, agent_id)
+    services.agent_rename(actor=actor, agent=agent, name=body.name)
+    return Status(204, None)
+
+
+@router.post("/projects/{project_id}/agents/{agent_id}/retire", response=responses({204: None}))
+def agent_retire(request, project_id: str, agent_id: str):
+    """Retire an agent (managers): its keys stop working at once and it starts no runs; its
+    notes and runs stay."""
+    actor, agent = _agent(request, project_id, agent_id)
+    services.agent_retire(actor=actor, agent=agent)
+    return Status(204, None)
+
+
+@router.post("/projects/{project_id}/agents/{agent_id}/keys", response=responses({201: s.KeyOut}))
+def key_create(request, project_id: str, agent_id: str, body: s.KeyIn):
+    """Create an agent key (managers). `key` is shown this once: it is stored hashed. A key
+    only starts runs: `POST /api/runs`, or as the bearer token of `/mcp`."""
+    actor, agent = _agent(request, project_id, agent_id)
+    key, plaintext = services.key_create(actor=actor, agent=agent, label=body.label)
+    return Status(
+        201,
+        {
+            "id": key.pk,
+            "key": plaintext,
+            "label": key.label,
+            "agentId": agent.pk,
+            "createdAt": key.created_at,
+        },
+    )
+
+
+@router.get(
+    "/projects/{project_id}/agents/{agent_id}/keys", response=responses({200: s.KeyListOut})
+)
+def key_list(request, project_id: str, agent_id: str):
+    """The agent's keys, newest first, without their secrets (managers)."""
+    actor, agent = _agent(request, project_id, agent_id)
+    require_manager(actor, agent.project)
+    return {"keys": list(selectors.agent_keys(actor=actor, agent=agent))}
+
+
+@router.delete(
+    "/projects/{project_id}/agents/{agent_id}/keys/{key_id}", response=responses({204: None})
+)
+def key_revoke(request, project_id: str, agent_id: str, key_id: str):
+    """Revoke a key at once (managers): it starts no more runs or MCP sessions."""
+    actor, agent = _agent(request, project_id, agent_id)
+    key = selectors.agent_key_get(actor=actor, agent=agent, key_id=key_id)
+    services.key_revoke(actor=actor, key=key)
+    return Status(204, None)
+
+
 @router.post("/projects/{project_id}/runs", response=responses({201: s.RunOut}))
 def run_create(request, project_id: str, body: s.RunIn):
     """Start a run and mint its token (shown once, never again)."""

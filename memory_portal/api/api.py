@@ -15,6 +15,7 @@ from memory_portal.memory.errors import MemoryPortalError
 from .admin import router as admin_router
 from .auth import BearerAuth
 from .calls import invalid_input
+from .keys import router as keys_router
 from .tools import router as tools_router
 from .tracing import record_rejected_call
 from .v1 import router as v1_router
@@ -43,6 +44,7 @@ api = NinjaAPI(
 api.add_router("/tools", tools_router)
 api.add_router("/v1", v1_router)
 api.add_router("/admin", admin_router)
+api.add_router("/runs", keys_router)
 
 
 def error_response(

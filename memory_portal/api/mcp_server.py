@@ -1,7 +1,10 @@
 """`/mcp`: the agent tools and the agent-memory operations as an MCP server (Streamable HTTP,
-stateless, JSON responses), on the official `mcp` SDK's low-level server.
+JSON responses), on the official `mcp` SDK's low-level server.
 
-The run's bearer token is checked before any MCP session starts (401 in the API's envelope).
+The bearer is checked before any MCP session starts (401 in the API's envelope). With a run
+token every request is stateless. With an agent key each MCP session is one run of the key's
+agent (`_key_session`): the server answers an Mcp-Session-Id and maps it to the run; each
+request is still served by a stateless SDK server for that run.
 Each tool call goes through the same call path as its HTTP route (api/calls.py): the same
 trace rows (counted apart as `mcp:<tool>`), limits, services and refusals; a refusal is a tool
 result with isError whose text is the JSON `{"code", "message", "hint"}`. The SDK runs on
@@ -25,8 +28,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from memory_portal.failures import INTERNAL_ERROR, json_error
+from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError, retryable
+from memory_portal.memory.tokens import is_agent_key, key_authenticate
+from memory_portal.memory.validation import TASK_KEY_MAX
 
 from . import tools as http_tools
 from . import v1
@@ -254,27 +260,29 @@ def transport_error(status: int, body: bytes) -> JsonResponse:
     return json_error(refusal, status=status)
 
 
-@csrf_exempt
-def mcp_view(request: HttpRequest) -> HttpResponse:
-    """The MCP endpoint. Authenticates first: no session starts without a live run token."""
-    try:
-        actor = agent_only(BearerAuth()(request))
-    except MemoryPortalError as exc:
-        response = json_error(exc)
-        if exc.status == 401:
-            response["WWW-Authenticate"] = 'Bearer realm="memory-portal"'
-        return response
-    if request.method != "POST":
-        # Stateless and JSON-only: no server-initiated stream (GET) and no session to end
-        # (DELETE). The spec's answer is 405; a GET handed to the SDK would hold its thread.
-        refusal = MemoryPortalError(
-            "method_not_allowed",
-            f"{request.method} is not served on /mcp; it is stateless and answers POST only.",
-            hint="Send each JSON-RPC message as a POST.",
-        )
-        response = json_error(refusal, status=405)
-        response["Allow"] = "POST"
-        return response
+def _unauthenticated(exc: MemoryPortalError) -> JsonResponse:
+    response = json_error(exc)
+    if exc.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="memory-portal"'
+    return response
+
+
+def _method_refused(request: HttpRequest, *, sessions: bool) -> JsonResponse:
+    """No server-initiated stream (GET): the spec's answer is 405; a GET handed to the SDK
+    would hold its thread. A run token's requests are stateless: no session to DELETE."""
+    allowed = "POST, DELETE" if sessions else "POST"
+    refusal = MemoryPortalError(
+        "method_not_allowed",
+        f"{request.method} is not served on /mcp; it answers {allowed}"
+        + (" (DELETE ends the session)." if sessions else " (stateless with a run token)."),
+        hint="Send each JSON-RPC message as a POST.",
+    )
+    response = json_error(refusal, status=405)
+    response["Allow"] = allowed
+    return response
+
+
+def _answer(actor: Actor, request: HttpRequest, session: str | None = None) -> HttpResponse:
     status, headers, body = async_to_sync(_serve)(actor, _scope(request), request.body)
     if status >= 400:
         return transport_error(status, body)
@@ -283,4 +291,100 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
         key = name.decode("latin-1")
         if key.lower() not in {"content-length"}:
             response[key] = value.decode("latin-1")
+    if session:
+        response[SESSION_HEADER] = session
+    return response
+
+
+@csrf_exempt
+def mcp_view(request: HttpRequest) -> HttpResponse:
+    """The MCP endpoint. Authenticates first: no session starts without a live run token or
+    agent key. A run token's requests are stateless; an agent key's session is one run."""
+    if is_agent_key(_bearer(request)):
+        return _key_session(request)
+    try:
+        actor = agent_only(BearerAuth()(request))
+    except MemoryPortalError as exc:
+        return _unauthenticated(exc)
+    if request.method != "POST":
+        return _method_refused(request, sessions=False)
+    return _answer(actor, request)
+
+
+# --- Sessions opened with an agent key ---------------------------------------------------------
+
+SESSION_HEADER = "Mcp-Session-Id"
+TASK_HEADER = "X-Memory-Task"
+
+
+def _bearer(request: HttpRequest) -> str:
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    return raw.strip() if scheme.lower() == "bearer" else ""
+
+
+def _initialize_client(body: bytes) -> str | None:
+    """The client's name when `body` is an MCP initialize request (None for anything else)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return None
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+    name = info.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _session_refused(status: int, message: str, hint: str) -> JsonResponse:
+    code = "not_found" if status == 404 else "memory_invalid"
+    field = None if status == 404 else SESSION_HEADER
+    return json_error(MemoryPortalError(code, message, hint=hint, field=field), status=status)
+
+
+def _key_session(request: HttpRequest) -> HttpResponse:
+    """An MCP session opened with an agent key is one top-level run of the key's agent: the
+    initialize request starts it (task key from X-Memory-Task, else the client's name) and
+    answers its Mcp-Session-Id; every later request names the session and acts as that run;
+    DELETE ends it (the run has succeeded, its token revoked), as does an idle spell of
+    MEMORY_PORTAL_MCP_IDLE_MINUTES. An unknown or ended session is a 404: the client starts
+    a new one."""
+    try:
+        key = key_authenticate(_bearer(request))
+    except MemoryPortalError as exc:
+        return _unauthenticated(exc)
+    session = request.headers.get(SESSION_HEADER, "").strip()
+    ended = (
+        f"No open MCP session {session[:80]} for this key: it ended, idled out or never began.",
+        "Start a new session (initialize); each session is a run of its own.",
+    )
+    if request.method == "DELETE":
+        if not session:
+            return _session_refused(400, f"DELETE ends a session: send {SESSION_HEADER}.", ended[1])
+        if not services.mcp_session_close(key=key, session=session):
+            return _session_refused(404, *ended)
+        return HttpResponse(status=204)
+    if request.method != "POST":
+        return _method_refused(request, sessions=True)
+    if session:
+        run = services.mcp_session_run(key=key, session=session)
+        if run is None:
+            return _session_refused(404, *ended)
+        return _answer(Actor.agent_run(run), request)
+    client = _initialize_client(request.body)
+    if client is None:
+        return _session_refused(
+            400,
+            f"A session opened with an agent key starts with initialize; later requests send "
+            f"its {SESSION_HEADER}.",
+            "Let the MCP client connect; it sends the session id by itself.",
+        )
+    task_key = request.headers.get(TASK_HEADER, "").strip() or client.strip()[:TASK_KEY_MAX]
+    try:
+        run, session = services.mcp_session_open(key=key, task_key=task_key)
+    except MemoryPortalError as exc:
+        return json_error(exc)
+    response = _answer(Actor.agent_run(run), request, session=session)
+    if response.status_code >= 400:  # the SDK refused the request: no session began
+        services.run_delete(actor=None, run=run)
     return response

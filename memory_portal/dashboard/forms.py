@@ -8,6 +8,7 @@ from django.contrib.auth.forms import AuthenticationForm
 
 from memory_portal.memory import services
 from memory_portal.memory.ids import is_public_id
+from memory_portal.memory.models import Stage
 
 from . import throttling
 
@@ -127,3 +128,45 @@ class BulkForm(forms.Form):
 class LiftForm(forms.Form):
     note = forms.CharField()
     line = forms.IntegerField(min_value=0)
+
+
+class ConnectForm(forms.Form):
+    """The Connect page: an agent of the project (or a new one, named with its stage) and the
+    label of the key to create for it."""
+
+    agent = forms.ChoiceField(label="Agent", choices=())
+    name = forms.CharField(label="New agent's name", max_length=200, required=False, strip=True)
+    stage = forms.ChoiceField(
+        label="Its stage", choices=Stage.choices, initial=Stage.IMPLEMENT, required=False
+    )
+    label = forms.CharField(
+        label="Where the key is used",
+        max_length=100,
+        strip=True,
+        initial="MCP client",
+        help_text="e.g. “Ana's Cursor” — it names the key in the agent's list of keys.",
+    )
+
+    NEW = "new"
+
+    def __init__(self, *args, agents=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        choices = [(a.pk, f"{a.name} ({a.stage})") for a in agents]
+        self.fields["agent"].choices = [*choices, (self.NEW, "A new agent…")]
+        if not choices:
+            self.initial.setdefault("agent", self.NEW)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("agent") == self.NEW:
+            if not data.get("name"):
+                self.add_error("name", "Name the new agent.")
+            if not data.get("stage"):
+                self.add_error("stage", "Pick the new agent's stage.")
+        return data
+
+
+class AgentForm(forms.Form):
+    name = forms.CharField(label="Name", max_length=200, strip=True)
+    stage = forms.ChoiceField(label="Stage", choices=Stage.choices, initial=Stage.IMPLEMENT)
+

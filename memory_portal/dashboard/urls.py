@@ -24,6 +24,8 @@ agent_urls = [
     path("facts/", views.agent_fact_save, name="agent-fact"),
     path("recall/", views.agent_recall_preview, name="agent-recall"),
     path("routine/<str:verb>/", views.agent_routine, name="agent-routine"),
+    path("keys/<str:key_id>/seen/", views.key_seen, name="key-seen"),
+    path("change/<str:verb>/", views.agent_change, name="agent-change"),
 ]
 
 run_urls = [
@@ -49,6 +51,8 @@ project_urls = [
     path("review/", views.review, name="review"),
     path("review/lift/", views.day_line_lift, name="lift"),
     path("agents/", views.agents, name="agents"),
+    path("agents/new/", views.agent_create, name="agent-create"),
+    path("connect/", views.connect, name="connect"),
     path("agents/<str:agent_id>/", include(agent_urls)),
     path("runs/", views.runs, name="runs"),
     path("runs/<str:run_id>/", include(run_urls)),

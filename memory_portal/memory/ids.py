@@ -23,6 +23,10 @@ def new_agent_id() -> str:
     return make_id("agt")
 
 
+def new_key_id() -> str:
+    return make_id("key")
+
+
 def new_run_id() -> str:
     return make_id("run")
 

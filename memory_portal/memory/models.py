@@ -23,7 +23,14 @@ from .choices import (  # noqa: F401 (re-exported)
     Target,
     Trust,
 )
-from .ids import new_agent_id, new_item_id, new_note_id, new_recovery_id, new_run_id
+from .ids import (
+    new_agent_id,
+    new_item_id,
+    new_key_id,
+    new_note_id,
+    new_recovery_id,
+    new_run_id,
+)
 from .querysets import (  # noqa: F401 (re-exported)
     NOT_RECALLED,
     NoteQuerySet,
@@ -122,6 +129,8 @@ class Agent(models.Model):
     name = models.CharField(max_length=200)
     stage = models.CharField(max_length=20, choices=Stage.choices)
     created_at = models.DateTimeField(default=timezone.now)
+    # A retired agent starts no runs: its keys stop working; its notes and runs stay.
+    retired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["project_id", "name"]
@@ -136,6 +145,37 @@ class Agent(models.Model):
     @property
     def is_eligible(self) -> bool:
         return self.stage in settings.MEMORY_PORTAL["ELIGIBLE_STAGES"]
+
+
+class AgentKey(models.Model):
+    """A long-lived credential of one agent that only starts runs (SPEC §3.4a): `mpk_<prefix>_
+    <secret>`, shown once; only a SHA-256 of the secret is stored (256 random bits need no
+    stretching). Revoking it, or retiring its agent, stops it at once."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_key_id, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="keys")
+    label = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    # The first call made with the key (the Connect page's "last seen" says the connection
+    # works), and the latest, to a minute.
+    first_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.id
 
 
 class Run(models.Model):
@@ -162,10 +202,25 @@ class Run(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A run an agent key started (POST /api/runs, or an MCP session on /mcp).
+    agent_key = models.ForeignKey(
+        AgentKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # The MCP session this run is ("" for any other run), and its latest call: a session idle
+    # for MEMORY_PORTAL_MCP_IDLE_MINUTES is finished.
+    mcp_session = models.CharField(max_length=64, blank=True, default="")
+    last_call_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at"]
         indexes = [models.Index(fields=["project", "-started_at"], name="run_project_started")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["mcp_session"],
+                condition=~Q(mcp_session=""),
+                name="run_mcp_session_unique",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.id
@@ -198,6 +253,9 @@ class ApiToken(models.Model):
         related_name="memory_tokens",
     )
     can_write = models.BooleanField(default=True)
+    # A person's own name for the token, and when it stops working (never when null).
+    label = models.CharField(max_length=100, blank=True, default="")
+    expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

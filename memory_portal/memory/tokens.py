@@ -1,6 +1,7 @@
-"""Bearer tokens: `mp_<prefix>_<secret>`. The prefix finds the row; only a SHA-256 of the
-secret is stored and it is compared in constant time. A 256-bit random secret needs no
-password stretching."""
+"""Bearer tokens: `mp_<prefix>_<secret>` (a run's or a person's) and agent keys
+`mpk_<prefix>_<secret>` (an agent's, that only start runs). The prefix finds the row; only a
+SHA-256 of the secret is stored and it is compared in constant time. A 256-bit random secret
+needs no password stretching."""
 
 from __future__ import annotations
 
@@ -13,16 +14,40 @@ from django.utils import timezone
 
 from . import fastsql
 from .errors import MemoryPortalError
-from .models import Agent, ApiToken, Application, MemorySetting, Project, Run, RunStatus
+from .models import (
+    Agent,
+    AgentKey,
+    ApiToken,
+    Application,
+    MemorySetting,
+    Project,
+    Run,
+    RunStatus,
+)
 
 TOKEN_PREFIX = "mp_"
+KEY_PREFIX = "mpk_"
 
 
-def generate() -> tuple[str, str, str]:
-    """A new (plaintext, prefix, secret hash)."""
+def generate(kind: str = TOKEN_PREFIX) -> tuple[str, str, str]:
+    """A new (plaintext, prefix, secret hash): a token, or an agent key with KEY_PREFIX."""
     prefix = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
-    return f"{TOKEN_PREFIX}{prefix}_{secret}", prefix, hash_secret(secret)
+    return f"{kind}{prefix}_{secret}", prefix, hash_secret(secret)
+
+
+def is_agent_key(raw: str) -> bool:
+    return raw.startswith(KEY_PREFIX)
+
+
+def _parts(raw: str, kind: str) -> tuple[str, str] | None:
+    """(prefix, secret hash) of a bearer value of this kind, None if it has not its shape."""
+    if not raw.startswith(kind) or raw.count("_") < 2:
+        return None
+    prefix, _, secret = raw[len(kind) :].partition("_")
+    if len(prefix) != 12 or not secret:
+        return None
+    return prefix, hash_secret(secret)
 
 
 def hash_secret(secret: str) -> str:
@@ -70,12 +95,16 @@ def token_authenticate(raw: str | None) -> ApiToken:
     if raw is None or raw == "":
         raise MemoryPortalError("auth_required", "This route needs a bearer token.")
     invalid = MemoryPortalError("auth_invalid", "The bearer token is not valid.")
-    if not raw.startswith(TOKEN_PREFIX) or raw.count("_") < 2:
+    if is_agent_key(raw):
+        raise MemoryPortalError(
+            "auth_invalid",
+            "An agent key only starts runs; this route takes a run token or a person's token.",
+            hint=KEY_PLACES_HINT,
+        )
+    parts = _parts(raw, TOKEN_PREFIX)
+    if parts is None:
         raise invalid
-    prefix, _, secret = raw[len(TOKEN_PREFIX) :].partition("_")
-    if len(prefix) != 12 or not secret:
-        raise invalid
-    token = _load(prefix, hash_secret(secret))
+    token = _load(*parts)
     if token is None:
         raise invalid
     if token.run is not None and token.run.status != RunStatus.RUNNING:
@@ -90,6 +119,66 @@ def token_authenticate(raw: str | None) -> ApiToken:
     if token.user is not None and not token.user.is_active:
         raise invalid
     now = timezone.now()
+    if token.expires_at is not None and token.expires_at <= now:
+        raise MemoryPortalError(
+            "auth_invalid",
+            "The token has expired.",
+            hint="Create a new one on the dashboard's “Your API tokens” page.",
+        )
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token
+
+
+# Where an agent key is taken (SPEC §3.4a); every other route refuses it with this hint.
+KEY_PLACES_HINT = (
+    "Use an agent key in two places only: POST /api/runs (it answers a run token for the "
+    "other routes) and as the bearer token of /mcp or `memory mcp`."
+)
+
+
+@cache
+def _key_tables() -> tuple[fastsql.Joined, ...]:
+    return (
+        fastsql.Joined(AgentKey, "k"),
+        fastsql.Joined(Agent, "a", "a.id = k.agent_id"),
+        fastsql.Joined(Project, "p", "p.id = a.project_id"),
+        fastsql.Joined(Application, "ap", "ap.id = a.application_id"),
+    )
+
+
+def key_authenticate(raw: str | None) -> AgentKey:
+    """The live agent key for a bearer value (with its agent and the agent's project and
+    application, in one statement), or auth_required / auth_invalid. A revoked key and a
+    retired agent's key are refused as a wrong one is; the key's first and latest use are
+    recorded (the latest to a minute)."""
+    if raw is None or raw == "":
+        raise MemoryPortalError("auth_required", "This route needs an agent key.")
+    invalid = MemoryPortalError(
+        "auth_invalid",
+        "The agent key is not valid (revoked, its agent retired, or never issued).",
+        hint="Create a key on the project's Connect page or the agent's page.",
+    )
+    parts = _parts(raw, KEY_PREFIX)
+    if parts is None:
+        raise invalid
+    prefix, secret_hash = parts
+    row = fastsql.select_joined(
+        _key_tables(), "k.prefix = %s AND k.secret_hash = %s", [prefix, secret_hash]
+    )
+    if row is None:
+        raise invalid
+    key, agent, project, application = row
+    if key.revoked_at is not None or agent.retired_at is not None:
+        raise invalid
+    agent.project = project
+    agent.application = application
+    key.agent = agent
+    now = timezone.now()
+    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+        used = {"last_used_at": now}
+        if key.first_used_at is None:
+            used["first_used_at"] = key.first_used_at = now
+        AgentKey.objects.filter(pk=key.pk).update(**used)
+        key.last_used_at = now
+    return key

@@ -1,6 +1,7 @@
 // Memory Portal's small behaviours, progressive only (every action also works without it):
 // toasts from htmx responses, keyboard shortcuts on the review queue, bulk selection, the
-// typed reset confirmation and the inline action panels. Served from the app (CSP: no inline).
+// typed reset confirmation, the inline action panels and copy buttons. Served from the app
+// (CSP: no inline).
 (function () {
   "use strict";
 
@@ -168,5 +169,19 @@
   document.addEventListener("htmx:afterSettle", function () {
     document.querySelectorAll("[data-select-all]").forEach(function (box) { box.checked = false; });
     refresh();
+  });
+  // --- Copy buttons: [data-copy="element id"] copies that element's text ------------------
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.textContent).then(function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      window.setTimeout(function () { button.textContent = label; }, 1500);
+    }, function () {
+      toast({ level: "error", message: "Copying was refused by the browser: select the text and copy it." });
+    });
   });
 })();

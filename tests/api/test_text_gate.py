@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from memory_portal.api.schemas import inputs
 from memory_portal.memory import services
-from memory_portal.memory.models import Agent, AuditEvent, Note, Run
+from memory_portal.memory.models import Agent, AgentKey, AuditEvent, Note, Run
 
 from .conftest import error_code
 
@@ -48,6 +48,7 @@ NOT_STORED = {
     "AgentIn.applicationId": "a slug, looked up",
     "RunIn.agentId": "an id, looked up",
     "RunIn.parentRunId": "an id, looked up",
+    "RunStartIn.parentRunId": "an id, looked up",
     "RunStatusIn.status": "an enum",
     "RevertIn.includeReviewed": "ids, looked up",
     "RevertIn.confirm": "compared with the run id, never stored",
@@ -150,6 +151,20 @@ GATED = {
                                       {"agentId": w.agent.pk, "taskKey": v}),
         True,
     ),  # fmt: skip
+    "AgentPatchIn.name": (
+        lambda api, t, w, v: api.call("PATCH", f"{BASE}/agents/{w.agent.pk}", t.manager,
+                                      {"name": v}),
+        True,
+    ),  # fmt: skip
+    "KeyIn.label": (
+        lambda api, t, w, v: api.post(f"{BASE}/agents/{w.agent.pk}/keys", t.manager,
+                                      {"label": v}),
+        True,
+    ),  # fmt: skip
+    "RunStartIn.taskKey": (
+        lambda api, t, w, v: api.post("/api/runs", t.key, {"taskKey": v}),
+        True,
+    ),
     "RunStatusIn.step": (
         lambda api, t, w, v: api.call("PATCH", f"{BASE}/runs/{w.run.pk}", t.manager,
                                       {"step": v}),
@@ -170,12 +185,14 @@ def test_every_string_field_of_every_input_schema_is_gated_or_never_stored():
 def gate_world(world, tokens, make_user):
     tokens.admin = services.token_create(actor=None, user=make_user("root", superuser=True))[1]
     world.fact = services.fact_save(actor=world.as_agent, text="Builds take 4 minutes.").note
+    tokens.key = services.key_create(actor=world.as_manager, agent=world.agent, label="Gate")[1]
     return world, tokens
 
 
 def _stored_counts() -> tuple[int, ...]:
     return (Note.objects.count(), Agent.objects.count(), Run.objects.count(),
-            AuditEvent.objects.count())  # fmt: skip
+            AuditEvent.objects.count(), AgentKey.objects.count(),
+            Agent.objects.filter(name__contains="fix").count())  # fmt: skip
 
 
 @pytest.mark.parametrize("field", sorted(GATED))

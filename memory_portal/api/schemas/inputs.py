@@ -343,6 +343,26 @@ class RunIn(Strict):
     scopes: list[Literal["read", "write"]] | None = None
 
 
+class RunStartIn(Strict):
+    """`POST /api/runs` with an agent key: a run of the key's agent."""
+
+    taskKey: str | None = Field(None, max_length=64)
+    task: TaskIn | None = None
+    parentRunId: str | None = Field(
+        None, description="A running run of this project to nest under (shares its quota)."
+    )
+
+
+class AgentPatchIn(Strict):
+    name: str = Field(min_length=1, max_length=NAME_MAX)
+
+
+class KeyIn(Strict):
+    label: str = Field(
+        min_length=1, max_length=100, description="Where the key is used, e.g. “Ana's Cursor”."
+    )
+
+
 class RunStatusIn(Strict):
     """At least one of: the run's status (leaving `running` finishes it and revokes its token
     at once) and the step it is in now (recorded on every note it writes from then on)."""

@@ -243,6 +243,30 @@ class RunOut(Schema):
     scopes: list[str]
 
 
+class KeyOut(Schema):
+    """A new agent key: `key` is its secret, shown this once and never again."""
+
+    id: str
+    key: str
+    label: str
+    agentId: str
+    createdAt: datetime
+
+
+class KeyRowOut(Shape):
+    id: str
+    label: str
+    agentId: str = Field(alias="agent_id")
+    createdAt: datetime = Field(alias="created_at")
+    firstUsedAt: datetime | None = Field(alias="first_used_at")
+    lastUsedAt: datetime | None = Field(alias="last_used_at")
+    revokedAt: datetime | None = Field(alias="revoked_at")
+
+
+class KeyListOut(Schema):
+    keys: list[KeyRowOut]
+
+
 class LinkOut(Schema):
     applicationId: str
     repositoryId: str

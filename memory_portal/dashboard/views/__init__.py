@@ -7,6 +7,7 @@ reset, daily reviews and deletes, `activity` runs and the audit log."""
 from .actions import agent_fact_save, day_line_lift, note_action, notes_bulk, recovery_restore
 from .activity import audit, run_delete, run_detail, run_revert, run_revert_undo, runs
 from .base import LoginView
+from .connect import agent_change, agent_create, connect, key_seen
 from .controls import (
     agent_routine,
     application_delete,
@@ -29,6 +30,10 @@ from .pages import (
 
 __all__ = [
     "LoginView",
+    "agent_change",
+    "agent_create",
+    "connect",
+    "key_seen",
     "agent_detail",
     "agent_fact_save",
     "agent_recall_preview",

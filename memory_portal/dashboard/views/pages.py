@@ -14,7 +14,7 @@ from memory_portal.memory import selectors
 from memory_portal.memory.access import is_administrator
 from memory_portal.memory.recall.service import recall
 
-from ..forms import BULK_ACTIONS, FactForm, ResetForm
+from ..forms import BULK_ACTIONS, AgentForm, FactForm, ResetForm
 from ..tables import PAGE_MAX, PER_PAGE_CHOICES, NoteTable
 from .base import (
     MEMORY_PAGE,
@@ -113,7 +113,9 @@ def recoveries(request, access):
 @project_page
 def agents(request, access):
     rows = selectors.agents_overview(actor=actor_of(request), project=access.project)
-    return render_page(request, access, "dashboard/agents.html", tab="agents", agents=rows)
+    return render_page(
+        request, access, "dashboard/agents.html", tab="agents", agents=rows, form=AgentForm()
+    )
 
 
 def agent_page(request, access, agent, *, fact_form=None, status=200, preview=None):
@@ -137,6 +139,7 @@ def agent_page(request, access, agent, *, fact_form=None, status=200, preview=No
         preview=preview,
         fact_form=fact_form or FactForm(),
         bulk_actions=BULK_ACTIONS,
+        keys=list(selectors.agent_keys(actor=actor, agent=agent)) if access.is_manager else [],
     )
 
 

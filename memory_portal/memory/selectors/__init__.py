@@ -59,9 +59,12 @@ from .search import SEARCH_RESULTS, SEARCH_SCAN, notes_search
 from .structure import (
     agent_day_log,
     agent_in_project,
+    agent_key_get,
+    agent_keys,
     agents_overview,
     application_in_project,
     applications_overview,
+    person_tokens,
     repository_get,
     user_active_get,
 )
@@ -76,6 +79,9 @@ from .visibility import (
 )
 
 __all__ = [
+    "agent_key_get",
+    "agent_keys",
+    "person_tokens",
     "AuditFilter",
     "KNOWN_ACTIONS",
     "NoteFilter",

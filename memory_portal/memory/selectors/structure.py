@@ -9,9 +9,11 @@ from django.db.models.functions import Coalesce
 
 from ..access import application_not_found, require_member
 from ..actors import Actor
-from ..errors import invalid
+from ..errors import MemoryPortalError, invalid
 from ..models import (
     Agent,
+    AgentKey,
+    ApiToken,
     Application,
     Kind,
     Note,
@@ -117,3 +119,24 @@ def agent_day_log(*, actor: Actor, agent: Agent, limit: int = 14) -> list[Note]:
         .exclude(status=Status.FORGOTTEN)
         .order_by("-day", "-created_at")[:limit]
     )
+
+
+def agent_keys(*, actor: Actor, agent: Agent) -> QuerySet[AgentKey]:
+    """The agent's keys, newest first, live ones and revoked (never their secrets)."""
+    require_member(actor, agent.project)
+    return AgentKey.objects.filter(agent=agent).select_related("created_by")
+
+
+def agent_key_get(*, actor: Actor, agent: Agent, key_id: str) -> AgentKey:
+    key = agent_keys(actor=actor, agent=agent).filter(pk=key_id).first()
+    if key is None:
+        raise MemoryPortalError(
+            "not_found", f"No key {key_id} of agent {agent.pk}.", hint="List the agent's keys."
+        )
+    key.agent = agent
+    return key
+
+
+def person_tokens(*, actor: Actor) -> QuerySet[ApiToken]:
+    """The person's own API tokens, newest first (never their secrets)."""
+    return ApiToken.objects.filter(user=actor.user, run__isnull=True).order_by("-created_at")

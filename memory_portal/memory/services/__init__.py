@@ -4,6 +4,17 @@ the API, the CLI, management commands and tasks all call these; nothing else wri
 from ._common import tasks_run_in_process
 from .change import ProjectChange, project_change
 from .day import day_append
+from .keys import (
+    agent_rename,
+    agent_retire,
+    key_create,
+    key_revoke,
+    key_run_start,
+    mcp_session_close,
+    mcp_session_open,
+    mcp_session_run,
+    runs_finish_idle,
+)
 from .lifecycle import (
     note_archive,
     note_forget,
@@ -76,6 +87,15 @@ __all__ = [
     "project_change",
     "tasks_run_in_process",
     "agent_create",
+    "agent_rename",
+    "agent_retire",
+    "key_create",
+    "key_revoke",
+    "key_run_start",
+    "mcp_session_close",
+    "mcp_session_open",
+    "mcp_session_run",
+    "runs_finish_idle",
     "application_create",
     "application_delete",
     "OpenCall",

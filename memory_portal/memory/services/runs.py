@@ -62,12 +62,20 @@ def run_create(
     task_key: str = "",
     task_title: str = "",
     task_description: str = "",
+    audited: bool = True,
 ) -> Run:
     """Start a run of an agent (the orchestrator does this); a nested run shares its parent's
     top-level run and so its scratchpad and note quota. The task (title and description,
-    optional) is what a start recall without a query scores against."""
+    optional) is what a start recall without a query scores against. A retired agent starts
+    no runs. `audited=False`: the caller records the start itself (services.keys)."""
     if actor is not None:
         require_manager(actor, agent.project)
+    if agent.retired_at is not None:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            f"Agent {agent.pk} is retired; it starts no runs.",
+            hint="Create a new agent for new work.",
+        )
     if parent is not None and parent.project_id != agent.project_id:
         raise invalid("parentRunId", "The parent run belongs to another project.")
     task_key = gate("taskKey", task_key or "", max_len=TASK_KEY_MAX, line=True, required=False)
@@ -83,18 +91,25 @@ def run_create(
             task_description=task_description,
         )
         run.save(force_insert=True)
-        audit(actor=actor, action=AuditAction.RUN_CREATE, project=agent.project, target=run.pk)
+        if audited:
+            audit(actor=actor, action=AuditAction.RUN_CREATE, project=agent.project, target=run.pk)
     return run
 
 
 def run_update(
-    *, actor: Actor | None, run: Run, status: str | None = None, step: str | None = None
+    *,
+    actor: Actor | None,
+    run: Run,
+    status: str | None = None,
+    step: str | None = None,
+    reason: str = "",
 ) -> Run:
     """The orchestrator's report on a run: its status and / or the step it is in now (every
     note the run writes from then on records that step). A run that leaves `running` has
     finished: its tokens are revoked in the same transaction, so they stop working at once
     (SPEC §2.3), and it cannot run again or change step; its final status may still be
-    corrected between succeeded and failed."""
+    corrected between succeeded and failed. `reason`: why the portal itself finished it (an
+    MCP session ended or idle), recorded in the audit row."""
     if actor is not None:
         require_manager(actor, run.project)
     if status is None and step is None:
@@ -125,6 +140,8 @@ def run_update(
             run.finished_at = now
             changed += ["status", "finished_at"]
             details["status"] = status
+            if reason:
+                details["reason"] = reason
             details["tokens_revoked"] = ApiToken.objects.filter(
                 run=run, revoked_at__isnull=True
             ).update(revoked_at=now)
@@ -185,9 +202,13 @@ def token_create(
     run: Run | None = None,
     user=None,
     can_write: bool = True,
+    label: str = "",
+    expires_at=None,
+    audited: bool = True,
 ) -> tuple[ApiToken, str]:
-    """Mint a token for a run (an agent caller) or a user (a person). The plaintext is returned
-    once and never stored."""
+    """Mint a token for a run (an agent caller) or a user (a person, with an optional label
+    and expiry). The plaintext is returned once and never stored. `audited=False`: the caller
+    records it (a key's run start)."""
     if (run is None) == (user is None):
         raise ValueError("A token is bound to a run or to a user.")
     if actor is not None:
@@ -208,16 +229,22 @@ def token_create(
     plaintext, prefix, secret_hash = tokens.generate()
     with transaction.atomic():
         token = ApiToken.objects.create(
-            prefix=prefix, secret_hash=secret_hash, run=run, user=user, can_write=can_write
+            prefix=prefix,
+            secret_hash=secret_hash,
+            run=run,
+            user=user,
+            can_write=can_write,
+            label=label,
+            expires_at=expires_at,
         )
-        project = run.project if run is not None else None
-        audit(
-            actor=actor,
-            action=AuditAction.TOKEN_CREATE,
-            project=project,
-            target=f"tok_{prefix}",
-            details={"scopes": token.scopes, "run": run.pk if run else ""},
-        )
+        if audited:
+            audit(
+                actor=actor,
+                action=AuditAction.TOKEN_CREATE,
+                project=run.project if run is not None else None,
+                target=f"tok_{prefix}",
+                details={"scopes": token.scopes, "run": run.pk if run else ""},
+            )
     return token, plaintext
 
 

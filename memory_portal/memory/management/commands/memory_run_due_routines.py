@@ -1,7 +1,7 @@
-"""`manage.py memory_run_due_routines [--now ISO-TIME]`: run the daily reviews that are due.
-Safe to call from cron every few minutes: a routine's day is claimed once, so overlapping
-copies never run it twice. With MEMORY_PORTAL_TASKS=database it only queues them for
-`manage.py db_worker`."""
+"""`manage.py memory_run_due_routines [--now ISO-TIME]`: run the daily reviews that are due,
+and finish the MCP sessions idle past MEMORY_PORTAL_MCP_IDLE_MINUTES. Safe to call from cron
+every few minutes: a routine's day is claimed once, so overlapping copies never run it twice.
+With MEMORY_PORTAL_TASKS=database it only queues the reviews for `manage.py db_worker`."""
 
 from datetime import datetime
 
@@ -9,7 +9,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from memory_portal.memory.models import ReviewRun
-from memory_portal.memory.services import routines_run_due, tasks_run_in_process
+from memory_portal.memory.services import (
+    routines_run_due,
+    runs_finish_idle,
+    tasks_run_in_process,
+)
 
 
 class Command(BaseCommand):
@@ -29,6 +33,9 @@ class Command(BaseCommand):
                 raise CommandError(f"--now must be an ISO 8601 time, not {now!r}.") from exc
             if timezone.is_naive(moment):
                 moment = timezone.make_aware(moment, timezone.get_current_timezone())
+        idle = runs_finish_idle(now=moment)
+        if idle:
+            self.stdout.write(f"{idle} idle MCP session(s) finished")
         enqueued = routines_run_due(now=moment)
         if not tasks_run_in_process():
             self.stdout.write(

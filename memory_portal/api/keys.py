@@ -1,0 +1,59 @@
+"""`POST /api/runs`: an agent key starts a run of its agent and gets the run's token (SPEC
+§3.4a), for scripts and frameworks that want one run per task. The other place a key is taken
+is `/mcp` (api/mcp_server.py); everywhere else it is a 401 naming these two."""
+
+from __future__ import annotations
+
+from ninja import Router
+from ninja.responses import Status
+
+from memory_portal.memory import services
+from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.models import AgentKey
+from memory_portal.memory.tokens import is_agent_key, key_authenticate
+
+from . import schemas as s
+from .auth import BearerAuth
+from .schemas import responses
+
+
+class KeyAuth(BearerAuth):
+    """The Authorization header read as BearerAuth reads it, taking an agent key only."""
+
+    def authenticate(self, request, token: str) -> AgentKey:
+        if not is_agent_key(token):
+            raise MemoryPortalError(
+                "auth_invalid",
+                "POST /api/runs takes an agent key (mpk_…).",
+                hint="Create one on the project's Connect page; an orchestrator with a "
+                "manager's token starts runs with POST /api/admin/projects/{projectId}/runs.",
+            )
+        return key_authenticate(token)
+
+
+router = Router(tags=["agent keys"], auth=KeyAuth())
+
+
+@router.post("", response=responses({201: s.RunOut}), url_name="runs-start", summary="Start a run")
+def run_start(request, body: s.RunStartIn):
+    """Start a run of the key's agent (nested under `parentRunId` when given) and answer its
+    token, shown once: the run token is what the tools, v1 and `/mcp` take. Every run rule
+    holds: its note quota, its call budget, and its token stops working when the run is
+    finished (a manager's `PATCH /api/admin/projects/{projectId}/runs/{runId}`)."""
+    key: AgentKey = request.auth
+    run, plaintext = services.key_run_start(
+        key=key,
+        parent_id=body.parentRunId,
+        task_key=body.taskKey or "",
+        task_title=body.task.title if body.task else "",
+        task_description=(body.task.description or "") if body.task else "",
+    )
+    return Status(
+        201,
+        {
+            "id": run.id,
+            "token": plaintext,
+            "topLevelRunId": run.top_level_run_id,
+            "scopes": ["read", "write"],
+        },
+    )

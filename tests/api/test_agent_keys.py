@@ -1,0 +1,139 @@
+"""Agent keys (SPEC §3.4a): managers create, list and revoke them; a key only starts runs
+(`POST /api/runs` here, an MCP session in tests/mcp/test_key_sessions.py) and is a 401 with a
+hint everywhere else; a revoked key or a retired agent's key is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_portal.memory import services
+from memory_portal.memory.models import AgentKey, AuditEvent, Note, Run, RunStatus
+
+from .conftest import error_code
+
+BASE = "/api/admin/projects/acme-web"
+
+
+@pytest.fixture
+def key(api, tokens, world):
+    response = api.post(f"{BASE}/agents/{world.agent.pk}/keys", tokens.manager, {"label": "CI"})
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def test_a_manager_creates_lists_and_revokes_keys(api, tokens, world, key):
+    assert key["id"].startswith("key_") and key["key"].startswith("mpk_")
+    assert key["label"] == "CI" and key["agentId"] == world.agent.pk and key["createdAt"]
+    stored = AgentKey.objects.get(pk=key["id"])
+    secret = key["key"].rsplit("_", 1)[1]
+    assert secret not in stored.secret_hash and stored.secret_hash != secret
+
+    listed = api.get(f"{BASE}/agents/{world.agent.pk}/keys", tokens.manager).json()["keys"]
+    assert [k["id"] for k in listed] == [key["id"]]
+    assert "key" not in listed[0] and listed[0]["lastUsedAt"] is None
+    assert key["key"] not in api.get(f"{BASE}/agents/{world.agent.pk}/keys", tokens.manager).text
+
+    # Audited, never with the secret.
+    events = AuditEvent.objects.filter(action__startswith="key.")
+    assert [e.action for e in events] == ["key.create"]
+    assert key["key"] not in str(list(events.values()))
+
+    deleted = api.call("DELETE", f"{BASE}/agents/{world.agent.pk}/keys/{key['id']}", tokens.manager)
+    assert deleted.status_code == 204
+    assert error_code(api.post("/api/runs", key["key"])) == "auth_invalid"
+    assert AuditEvent.objects.filter(action="key.revoke", target_ref=key["id"]).exists()
+
+
+def test_only_managers_handle_keys(api, tokens, world, key):
+    url = f"{BASE}/agents/{world.agent.pk}/keys"
+    assert error_code(api.post(url, tokens.member, {"label": "x"})) == "memory_forbidden"
+    assert error_code(api.get(url, tokens.member)) == "memory_forbidden"
+    assert api.get(url, tokens.outsider).status_code == 404
+    response = api.call("DELETE", f"{url}/{key['id']}", tokens.member)
+    assert error_code(response) == "memory_forbidden"
+    assert error_code(api.post(url, tokens.agent, {"label": "x"})) == "memory_forbidden"
+    assert error_code(api.post(url, tokens.manager, {"label": ""})) == "memory_invalid"
+
+
+def test_a_key_starts_runs_of_its_agent(api, world, key):
+    response = api.post("/api/runs", key["key"], {"taskKey": "PROJ-7", "task": {"title": "Fix"}})
+    assert response.status_code == 201, response.content
+    body = response.json()
+    run = Run.objects.get(pk=body["id"])
+    assert run.agent_id == world.agent.pk and run.agent_key_id == key["id"]
+    assert run.task_key == "PROJ-7" and run.task_title == "Fix" and run.parent_id is None
+    assert body["topLevelRunId"] == run.pk and body["scopes"] == ["read", "write"]
+
+    # The run token works as any run's: the note shows the agent and the run.
+    written = api.tool("memory_write", body["token"], {"kind": "fact", "content": "VPN first."})
+    assert written.status_code == 200, written.content
+    note = Note.objects.get(pk=written.json()["id"])
+    assert note.created_by_agent_id == world.agent.pk and note.origin_run_id == run.pk
+    event = AuditEvent.objects.get(action="run.create", target_ref=run.pk)
+    assert event.actor_agent_id == world.agent.pk and event.details == {"key": key["id"]}
+    assert AgentKey.objects.get(pk=key["id"]).first_used_at is not None
+
+    nested = api.post("/api/runs", key["key"], {"parentRunId": run.pk}).json()
+    assert Run.objects.get(pk=nested["id"]).top_level_run_id == run.pk
+    response = api.post("/api/runs", key["key"], {"parentRunId": "run_nope"})
+    assert error_code(response) == "memory_invalid"
+    services.run_update(actor=None, run=run, status=RunStatus.SUCCEEDED)
+    assert error_code(api.tool("memory_status", body["token"])) == "auth_invalid"
+    response = api.post("/api/runs", key["key"], {"parentRunId": run.pk})
+    assert error_code(response) == "memory_invalid"
+
+
+def test_a_key_is_refused_everywhere_else(api, tokens, world, key):
+    for method, path in (
+        ("GET", "/api/tools"),
+        ("POST", "/api/tools/memory_status"),
+        ("GET", "/api/v1/memories"),
+        ("GET", f"{BASE}/memory"),
+    ):
+        response = api.call(method, path, key["key"], {} if method == "POST" else None)
+        assert response.status_code == 401, path
+        error = response.json()["error"]
+        assert error["code"] == "auth_invalid" and "/api/runs" in error["hint"], path
+    # And /api/runs takes nothing but a key.
+    for token in (tokens.agent, tokens.manager):
+        response = api.post("/api/runs", token)
+        assert response.status_code == 401 and error_code(response) == "auth_invalid"
+    assert error_code(api.post("/api/runs")) == "auth_required"
+    assert error_code(api.post("/api/runs", "mpk_0123456789ab_wrong")) == "auth_invalid"
+
+
+def test_a_retired_agents_keys_stop_and_its_work_stays(api, tokens, world, key):
+    started = api.post("/api/runs", key["key"]).json()
+    api.tool("memory_write", started["token"], {"kind": "fact", "content": "Kept after retire."})
+    response = api.post(f"{BASE}/agents/{world.agent.pk}/retire", tokens.manager)
+    assert response.status_code == 204
+    assert error_code(api.post("/api/runs", key["key"])) == "auth_invalid"
+    assert AgentKey.objects.get(pk=key["id"]).revoked_at is not None
+    assert Note.objects.filter(content="Kept after retire.").exists()
+    assert Run.objects.filter(pk=started["id"]).exists()
+    # A retired agent takes no new key and starts no run from an orchestrator either.
+    url = f"{BASE}/agents/{world.agent.pk}/keys"
+    assert error_code(api.post(url, tokens.manager, {"label": "again"})) == "memory_forbidden"
+    response = api.post(f"{BASE}/runs", tokens.manager, {"agentId": world.agent.pk})
+    assert error_code(response) == "memory_forbidden"
+    assert AuditEvent.objects.get(action="agent.retire").details == {"keys_revoked": 1}
+
+
+def test_a_manager_renames_an_agent(api, tokens, world):
+    url = f"{BASE}/agents/{world.agent.pk}"
+    assert api.call("PATCH", url, tokens.manager, {"name": "Builder"}).status_code == 204
+    world.agent.refresh_from_db()
+    assert world.agent.name == "Builder"
+    assert error_code(api.call("PATCH", url, tokens.member, {"name": "X"})) == "memory_forbidden"
+    assert error_code(api.call("PATCH", url, tokens.manager, {"name": ""})) == "memory_invalid"
+
+
+def test_an_export_never_contains_a_key(api, tokens, world, key):
+    started = api.post("/api/runs", key["key"]).json()
+    api.tool("memory_write", started["token"], {"kind": "fact", "content": "Exported fact."})
+    export = api.get(f"{BASE}/export", tokens.manager)
+    assert export.status_code == 200
+    text = b"".join(export.streaming_content).decode()
+    assert "Exported fact." in text
+    assert key["key"] not in text and key["id"] not in text and "mpk_" not in text
+    assert started["token"] not in text

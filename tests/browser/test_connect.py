@@ -1,0 +1,47 @@
+"""From login to a pasted-ready configuration without a shell, in Chromium at 1280 and
+390 px: the Connect page creates an agent and its key, shows the key once with a copy button
+and the configurations, and the "last seen" line turns to Connected after the first call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from memory_portal.memory.models import AgentKey
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_connect_an_agent_from_the_browser(open_page, world, width):
+    view = open_page(world.manager, width)
+    view.page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    view.goto("/p/acme-web/")
+    view.page.get_by_role("link", name="Connect", exact=True).click()
+    expect(view.page.get_by_role("heading", name="Connect an agent")).to_be_visible()
+    view.page.get_by_label("Agent", exact=True).select_option("new")
+    view.page.get_by_label("New agent's name").fill("Ana's Cursor agent")
+    view.page.get_by_label("Where the key is used").fill("Ana's Cursor")
+    view.screenshot(f"connect-form-{width}")
+    view.page.get_by_role("button", name="Create key").click()
+
+    secret = view.page.locator("#secret").inner_text()
+    assert secret.startswith("mpk_")
+    view.page.get_by_role("button", name="Copy key").click()
+    expect(view.page.get_by_role("button", name="Copied")).to_be_visible()
+    assert view.page.evaluate("navigator.clipboard.readText()") == secret
+    cursor = json.loads(view.page.locator("#snippet-cursor").inner_text())
+    assert cursor["mcpServers"]["memory-portal"]["headers"]["Authorization"] == f"Bearer {secret}"
+    expect(view.page.locator("#key-seen")).to_contain_text("Waiting")
+    view.screenshot(f"connect-key-{width}")
+
+    # The first call with the key: the polled line says so.
+    from memory_portal.memory import services
+    from memory_portal.memory.tokens import key_authenticate
+
+    services.key_run_start(key=key_authenticate(secret))
+    expect(view.page.locator("#key-seen")).to_contain_text("Connected", timeout=15_000)
+    assert AgentKey.objects.get(label="Ana's Cursor").first_used_at is not None
+    assert not view.errors, view.errors

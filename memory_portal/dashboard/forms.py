@@ -139,6 +139,7 @@ class ConnectForm(forms.Form):
     stage = forms.ChoiceField(
         label="Its stage", choices=Stage.choices, initial=Stage.IMPLEMENT, required=False
     )
+    application = forms.ChoiceField(label="Its application", choices=(), required=False)
     label = forms.CharField(
         label="Where the key is used",
         max_length=100,
@@ -149,8 +150,9 @@ class ConnectForm(forms.Form):
 
     NEW = "new"
 
-    def __init__(self, *args, agents=(), **kwargs):
+    def __init__(self, *args, agents=(), applications=(), **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["application"].choices = application_choices(applications)
         choices = [(a.pk, f"{a.name} ({a.stage})") for a in agents]
         self.fields["agent"].choices = [*choices, (self.NEW, "A new agent…")]
         if not choices:
@@ -166,7 +168,32 @@ class ConnectForm(forms.Form):
         return data
 
 
+def application_choices(applications) -> list[tuple[str, str]]:
+    return [("", "The whole project"), *((a.slug, a.name) for a in applications)]
+
+
 class AgentForm(forms.Form):
     name = forms.CharField(label="Name", max_length=200, strip=True)
     stage = forms.ChoiceField(label="Stage", choices=Stage.choices, initial=Stage.IMPLEMENT)
+    application = forms.ChoiceField(label="Application", choices=(), required=False)
 
+    def __init__(self, *args, applications=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["application"].choices = application_choices(applications)
+
+
+
+class TokenForm(forms.Form):
+    """A person's own API token: a label and how long it lasts."""
+
+    EXPIRY_DAYS = [("", "Never"), ("7", "7 days"), ("30", "30 days"), ("90", "90 days"),
+                   ("365", "A year")]  # fmt: skip
+
+    label = forms.CharField(
+        label="Label",
+        max_length=100,
+        strip=True,
+        help_text="What the token is for, e.g. “release script”.",
+    )
+    expires = forms.ChoiceField(label="Expires after", choices=EXPIRY_DAYS, required=False)
+    read_only = forms.BooleanField(label="Read-only (reads, no changes)", required=False)

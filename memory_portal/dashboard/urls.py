@@ -61,5 +61,7 @@ project_urls = [
 urlpatterns = [
     path("", views.projects, name="projects"),
     path("audit/", views.audit, name="audit"),
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/<str:prefix>/revoke/", views.token_revoke, name="token-revoke"),
     path("p/<slug:slug>/", include(project_urls)),
 ]

@@ -115,3 +115,12 @@ def open_page(browser, live_server):
     yield open_
     for context in contexts:
         context.close()
+
+
+def axe_violations(page) -> list[tuple[str, str, int]]:
+    """axe-core's violations on the page as it is now (rule, help, elements): the package
+    bundles axe-core, nothing is fetched."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    violations = Axe().run(page).response["violations"]
+    return [(v["id"], v["help"], len(v["nodes"])) for v in violations]

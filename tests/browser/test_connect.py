@@ -11,6 +11,8 @@ from playwright.sync_api import expect
 
 from memory_portal.memory.models import AgentKey
 
+from .conftest import axe_violations
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -25,6 +27,7 @@ def test_connect_an_agent_from_the_browser(open_page, world, width):
     view.page.get_by_label("New agent's name").fill("Ana's Cursor agent")
     view.page.get_by_label("Where the key is used").fill("Ana's Cursor")
     view.screenshot(f"connect-form-{width}")
+    assert not axe_violations(view.page)
     view.page.get_by_role("button", name="Create key").click()
 
     secret = view.page.locator("#secret").inner_text()
@@ -36,6 +39,7 @@ def test_connect_an_agent_from_the_browser(open_page, world, width):
     assert cursor["mcpServers"]["memory-portal"]["headers"]["Authorization"] == f"Bearer {secret}"
     expect(view.page.locator("#key-seen")).to_contain_text("Waiting")
     view.screenshot(f"connect-key-{width}")
+    assert not axe_violations(view.page)
 
     # The first call with the key: the polled line says so.
     from memory_portal.memory import services
@@ -44,4 +48,31 @@ def test_connect_an_agent_from_the_browser(open_page, world, width):
     services.key_run_start(key=key_authenticate(secret))
     expect(view.page.locator("#key-seen")).to_contain_text("Connected", timeout=15_000)
     assert AgentKey.objects.get(label="Ana's Cursor").first_used_at is not None
+    assert not view.errors, view.errors
+
+
+def test_axe_finds_what_it_should(open_page):
+    """The accessibility check can fail: a bare field without a label is a violation."""
+    view = open_page()
+    view.page.set_content("<html lang='en'><title>t</title><main><input></main></html>")
+    assert "label" in {rule for rule, _help, _count in axe_violations(view.page)}
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_the_agents_pages_with_keys(open_page, world, width):
+    from memory_portal.memory import services
+
+    services.key_create(actor=world.as_manager, agent=world.agent, label="Ana's Cursor")
+    view = open_page(world.manager, width)
+    view.goto("/p/acme-web/agents/")
+    expect(view.page.get_by_role("heading", name="New agent")).to_be_visible()
+    view.screenshot(f"agents-{width}")
+    assert not axe_violations(view.page)
+    view.goto(f"/p/acme-web/agents/{world.agent.pk}/")
+    expect(view.page.get_by_role("cell", name="Ana's Cursor")).to_be_visible()
+    view.page.get_by_text(f"Rename or retire {world.agent.name}").click()
+    view.screenshot(f"agent-keys-{width}", full_page=False)
+    assert not axe_violations(view.page)
+    view.page.get_by_role("button", name="Revoke").click()
+    expect(view.page.get_by_text("Revoked the key")).to_be_visible()
     assert not view.errors, view.errors

@@ -108,6 +108,9 @@ def test_keys_revoked_agents_renamed_and_retired_on_the_agents_page(world, manag
     # A retired agent is not offered on the Connect page.
     assert world.agent.pk not in manager_client.get(CONNECT).content.decode()
 
-    created = manager_client.post(f"/p/{SLUG}/agents/new/", {"name": "Fresh", "stage": "review"})
+    created = manager_client.post(
+        f"/p/{SLUG}/agents/new/", {"name": "Fresh", "stage": "review", "application": "storefront"}
+    )
     fresh = Agent.objects.get(name="Fresh")
+    assert fresh.application.slug == "storefront"
     assert created.status_code == 302 and created["Location"] == f"/p/{SLUG}/agents/{fresh.pk}/"

@@ -27,6 +27,7 @@ from .pages import (
     recoveries,
     review,
 )
+from .tokens import token_revoke, tokens
 
 __all__ = [
     "LoginView",
@@ -60,4 +61,6 @@ __all__ = [
     "run_revert",
     "run_revert_undo",
     "runs",
+    "token_revoke",
+    "tokens",
 ]

@@ -35,6 +35,18 @@ def _agents(request, access):
     return [a for a in access.project.agents.order_by("name") if a.retired_at is None]
 
 
+def _applications(access):
+    return list(access.project.applications.order_by("name"))
+
+
+def _application(request, access, slug: str):
+    if not slug:
+        return None
+    return selectors.application_in_project(
+        actor=actor_of(request), project=access.project, slug=slug, field="application"
+    )
+
+
 def _base_url(request) -> str:
     return request.build_absolute_uri("/").rstrip("/")
 
@@ -61,9 +73,13 @@ def connect(request, slug):
     agents = _agents(request, access)
     if request.method == "GET":
         picked = request.GET.get("agent", "")
-        form = ConnectForm(agents=agents, initial={"agent": picked} if picked else None)
+        form = ConnectForm(
+            agents=agents,
+            applications=_applications(access),
+            initial={"agent": picked} if picked else None,
+        )
         return _connect_page(request, access, form=form)
-    form = ConnectForm(request.POST, agents=agents)
+    form = ConnectForm(request.POST, agents=agents, applications=_applications(access))
     if not form.is_valid():
         return _connect_page(request, access, form=form, status=400)
     actor = actor_of(request)
@@ -72,7 +88,11 @@ def connect(request, slug):
         with transaction.atomic():
             if data["agent"] == ConnectForm.NEW:
                 agent = services.agent_create(
-                    actor=actor, project=access.project, name=data["name"], stage=data["stage"]
+                    actor=actor,
+                    project=access.project,
+                    name=data["name"],
+                    stage=data["stage"],
+                    application=_application(request, access, data["application"]),
                 )
             else:
                 agent = agent_of(request, access, data["agent"])
@@ -81,8 +101,8 @@ def connect(request, slug):
         not_found_edge(err)
         form.add_error(None, f"{err.message} {err.hint}")
         return _connect_page(request, access, form=form, status=err.status)
-    return _connect_page(request, access, form=ConnectForm(agents=_agents(request, access)),
-                         status=201, created=created)  # fmt: skip
+    form = ConnectForm(agents=_agents(request, access), applications=_applications(access))
+    return _connect_page(request, access, form=form, status=201, created=created)
 
 
 @project_page
@@ -99,7 +119,7 @@ def key_seen(request, access, agent_id, key_id):
 @project_action
 @refusal_edge
 def agent_create(request, access):
-    form = AgentForm(request.POST)
+    form = AgentForm(request.POST, applications=_applications(access))
     if not form.is_valid():
         return form_refused(request, access, form)
     agent = services.agent_create(
@@ -107,6 +127,7 @@ def agent_create(request, access):
         project=access.project,
         name=form.cleaned_data["name"],
         stage=form.cleaned_data["stage"],
+        application=_application(request, access, form.cleaned_data["application"]),
     )
     to = reverse("dashboard:agent", args=[access.project.slug, agent.pk])
     return done(request, to, f"Created agent {agent.name}. Create a key for it below.")

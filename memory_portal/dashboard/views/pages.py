@@ -113,8 +113,9 @@ def recoveries(request, access):
 @project_page
 def agents(request, access):
     rows = selectors.agents_overview(actor=actor_of(request), project=access.project)
+    form = AgentForm(applications=access.project.applications.order_by("name"))
     return render_page(
-        request, access, "dashboard/agents.html", tab="agents", agents=rows, form=AgentForm()
+        request, access, "dashboard/agents.html", tab="agents", agents=rows, form=form
     )
 
 

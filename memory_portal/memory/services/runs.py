@@ -29,6 +29,7 @@ from ._common import audit
 from .change import project_change
 
 STEP_MAX = 100  # Note.step and Run.current_step
+TOKEN_LABEL_MAX = 100  # ApiToken.label
 
 
 def agent_create(
@@ -226,6 +227,9 @@ def token_create(
             f"Run {run.pk} has finished ({run.status}); its tokens are revoked for good.",
             hint="Start a new run for new work.",
         )
+    label = gate("label", label, max_len=TOKEN_LABEL_MAX, line=True, required=False)
+    if expires_at is not None and expires_at <= timezone.now():
+        raise invalid("expiresAt", "A token's expiry must be in the future.")
     plaintext, prefix, secret_hash = tokens.generate()
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -249,9 +253,17 @@ def token_create(
 
 
 def token_revoke(*, actor: Actor | None, token: ApiToken) -> ApiToken:
+    """Revoke a token at once: a run's by a manager of its project, a person's by that person
+    (or a superuser)."""
     if actor is not None and token.run is not None:
         require_member(actor, token.run.project)
         require_manager(actor, token.run.project)
+    if actor is not None and token.user_id is not None:
+        require_person(actor, what="revoking a token")
+        if actor.user.pk != token.user_id and not actor.user.is_superuser:
+            raise MemoryPortalError("memory_forbidden", "Revoke your own tokens only.")
+    if token.revoked_at is not None:
+        return token
     with transaction.atomic():
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])

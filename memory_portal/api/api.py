@@ -33,7 +33,8 @@ api = NinjaAPI(
     version="1.0",
     description=(
         "Long-term memory for AI agents. Agent runs call the tools and v1 routes with their run "
-        "token; people call v1 and admin routes with a user token. Every error is "
+        "token; people call v1 and admin routes with a user token; an agent key only starts "
+        "runs (POST /api/runs, or an MCP session on /mcp). Every error is "
         '`{"error": {"code", "message", "hint"}}`.'
     ),
     auth=BearerAuth(),

@@ -12,6 +12,11 @@ from memory_portal.memory.tokens import token_authenticate
 
 
 class BearerAuth(HttpBearer):
+    openapi_description = (
+        "A run token (mp_…, an agent run: the tools, v1 and /mcp) or a person's token (the "
+        "v1 and admin routes). An agent key is refused here: it only starts runs."
+    )
+
     def __call__(self, request):
         header = request.headers.get("Authorization", "")
         if not header:

@@ -20,6 +20,13 @@ from .schemas import responses
 class KeyAuth(BearerAuth):
     """The Authorization header read as BearerAuth reads it, taking an agent key only."""
 
+    openapi_description = (
+        "An agent key (mpk_…): a long-lived credential of one agent that only starts runs. "
+        "It is taken here and as the bearer of /mcp (each MCP session is one run of the "
+        "agent); anywhere else it is a 401. Managers create, list and revoke keys at "
+        "/api/admin/projects/{projectId}/agents/{agentId}/keys."
+    )
+
     def authenticate(self, request, token: str) -> AgentKey:
         if not is_agent_key(token):
             raise MemoryPortalError(

@@ -97,6 +97,47 @@ def review(cursor, p):
     return _all(cursor, NOTE_ROW_JOIN, [ids])
 
 
+def overview(cursor, p):
+    """The overview's six reads: the last 30 days by day, writer and trust; the backlog by
+    age; the recalls per day; the most recalled notes; vetoes and rejects per agent; the
+    agents' names."""
+    project_id, since = p["project"].pk, p["since"]
+    _all(
+        cursor,
+        "SELECT created_at::date, created_by_agent_id, trust, count(*) FROM project_memory_entry"
+        " WHERE project_id = %s AND created_at >= %s GROUP BY 1, 2, 3",
+        [project_id, since],
+    )
+    _all(
+        cursor,
+        "SELECT count(*) FILTER (WHERE created_at >= %s), count(*) FILTER (WHERE created_at < %s)"
+        " FROM project_memory_entry WHERE project_id = %s AND status = 'active'"
+        " AND trust = 'learned' AND kind <> 'day' AND (expires_at IS NULL OR expires_at > now())",
+        [since, since, project_id],
+    )
+    _all(
+        cursor,
+        "SELECT day, recalls FROM memory_recallday WHERE project_id = %s AND day >= %s",
+        [project_id, since.date()],
+    )
+    _all(
+        cursor,
+        "SELECT id, content, summary, recall_count FROM project_memory_entry"
+        " WHERE project_id = %s AND recall_count > 0 AND status <> 'forgotten'"
+        " ORDER BY recall_count DESC, last_recalled_at DESC LIMIT 5",
+        [project_id],
+    )
+    _all(
+        cursor,
+        "SELECT created_by_agent_id,"
+        " count(*) FILTER (WHERE status = 'archived' AND archive_reason = 'vetoed'),"
+        " count(*) FILTER (WHERE trust = 'rejected') FROM project_memory_entry"
+        " WHERE project_id = %s AND created_by_agent_id <> '' GROUP BY 1",
+        [project_id],
+    )
+    return _all(cursor, "SELECT id, name FROM memory_agent WHERE project_id = %s", [project_id])
+
+
 def search(cursor, p):
     return _all(
         cursor,
@@ -139,6 +180,7 @@ FLOORS = {
         runs,
         notes_page,
         review,
+        overview,
         search,
         read_list,
         recall,

@@ -38,6 +38,7 @@ run_urls = [
 project_urls = [
     path("", views.project_memory, name="project"),
     path("memory/", include(memory_urls)),
+    path("overview/", views.overview, name="overview"),
     path("settings/", views.project_settings, name="settings"),
     path("delete/", views.project_delete, name="project-delete"),
     path(

@@ -42,8 +42,10 @@ from .querysets import (  # noqa: F401 (re-exported)
     refusal,
     refused_content_q,
     refused_q,
+    vetoed_q,
 )
 from .run_records import (  # noqa: F401 (re-exported)
+    RecallDay,
     ReviewRoutine,
     ReviewRun,
     RunRevert,

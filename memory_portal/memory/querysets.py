@@ -41,14 +41,15 @@ def not_recalled_q(now) -> Q:
     return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
 
 
+def vetoed_q() -> Q:
+    """Notes a person vetoed (archived with reason `vetoed`; `Note.is_vetoed` for one)."""
+    return Q(status=Status.ARCHIVED, archive_reason=REASON_VETOED)
+
+
 def refused_q() -> Q:
     """Notes whose content a person removed (forgotten, rejected or vetoed): that content never
     comes back live, whether written again, imported or brought back by a revert."""
-    return (
-        Q(status=Status.FORGOTTEN)
-        | Q(trust=Trust.REJECTED)
-        | Q(status=Status.ARCHIVED, archive_reason=REASON_VETOED)
-    )
+    return Q(status=Status.FORGOTTEN) | Q(trust=Trust.REJECTED) | vetoed_q()
 
 
 # "The same content" has two meanings, each stated once. In its place (`place_key`: the kind,

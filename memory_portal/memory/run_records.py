@@ -1,6 +1,7 @@
 """What the product keeps about runs besides the run row (SPEC §2): the per-run tool-call
-trace, the start-of-run recall window, the daily review routine and its runs, and the reverts
-of runs. Re-exported by models.py, which the app's models are registered through."""
+trace, the start-of-run recall window, the recalls per day, the daily review routine and its
+runs, and the reverts of runs. Re-exported by models.py, which the app's models are
+registered through."""
 
 from __future__ import annotations
 
@@ -40,6 +41,24 @@ class StartRecall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.top_level_run_id} @ {self.recalled_at:%Y-%m-%d %H:%M}"
+
+
+class RecallDay(models.Model):
+    """The recalls of one project on one UTC day that served notes, and the notes they served
+    (the overview's recall chart); counted where a recall marks its picks."""
+
+    project = models.ForeignKey("Project", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    recalls = models.PositiveIntegerField(default=0)
+    picks = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "day"], name="recall_day_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.day}: {self.recalls} recalls, {self.picks} picks"
 
 
 class ReviewRoutine(models.Model):

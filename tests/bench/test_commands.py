@@ -144,6 +144,7 @@ def test_bench_scale_measures_every_page_through_the_server(tmp_path):
         "runs list",
         "project notes page",
         "review queue",
+        "overview (charts)",
         "memory_search",
         "memory_read list page",
         "recall, 2,000 facts",
@@ -152,7 +153,7 @@ def test_bench_scale_measures_every_page_through_the_server(tmp_path):
     import json
 
     figures = json.loads(results.read_text())["2000"]
-    assert len(figures) == 12 and all(
+    assert len(figures) == 13 and all(
         http > 0 and floor > 0 and cpu >= 0 for http, floor, cpu in figures.values()
     )
 

@@ -209,7 +209,10 @@ def page_screenshot_path(name: str):
 
 PAGES = [
     ("projects", "/"),
+    ("overview", "/p/acme-web/overview/"),
     ("project-memory", "/p/acme-web/"),
+    ("connect", "/p/acme-web/connect/"),
+    ("api-tokens", "/tokens/"),
     ("review-queue", "/p/acme-web/review/"),
     ("recoveries", "/p/acme-web/recoveries/"),
     ("agents", "/p/acme-web/agents/"),

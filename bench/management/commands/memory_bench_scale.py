@@ -232,6 +232,7 @@ class Command(BaseCommand):
                 "notes_page",
             ),
             Probe("review queue", "GET", f"/p/{slug}/review/", None, "session", "review"),
+            Probe("overview (charts)", "GET", f"/p/{slug}/overview/", None, "session", "overview"),
             Probe(
                 "memory_search",
                 "POST",

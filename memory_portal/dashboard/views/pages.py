@@ -8,12 +8,14 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from memory_portal.memory import selectors
 from memory_portal.memory.access import is_administrator
 from memory_portal.memory.recall.service import recall
 
+from ..charts import overview_charts
 from ..forms import BULK_ACTIONS, AgentForm, FactForm, ResetForm
 from ..tables import PAGE_MAX, PER_PAGE_CHOICES, NoteTable
 from .base import (
@@ -167,6 +169,22 @@ def agent_recall_preview(request, access, agent_id):
         context = {**project_context(access), "agent": agent, "preview": preview}
         return render(request, "dashboard/agent.html#recall_preview", context)
     return agent_page(request, access, agent, preview=preview)
+
+
+@project_page
+def overview(request, access):
+    """The project at a glance: server-drawn charts whose every segment opens the notes it
+    counts, each with the table of its numbers."""
+    data = selectors.project_overview(actor=actor_of(request), project=access.project)
+    notes_url = reverse("dashboard:project", args=[access.project.slug])
+    return render_page(
+        request,
+        access,
+        "dashboard/overview.html",
+        tab="overview",
+        overview=data,
+        charts=overview_charts(data, notes_url),
+    )
 
 
 @project_page

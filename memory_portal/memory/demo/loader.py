@@ -322,6 +322,15 @@ class DemoLoader(Curation, Backdating):
         self.touch(result.note.pk, when)
         self.default_expiry.add(result.note.pk)
 
+        # Recalls: each writing run, as it starts, is served a few notes written before it
+        # (marked by the service a recall marks its picks with; the overview counts them).
+        written = sorted(state.pool_notes + state.facts, key=lambda meta: meta.when)
+        for _run, start, _workflow in writer_runs:
+            earlier = [meta.pk for meta in written if meta.when < start]
+            if earlier:
+                picks = self.rng.sample(earlier, min(len(earlier), self.rng.randint(1, 3)))
+                services.notes_mark_recalled(project=state.project, note_ids=picks, now=start)
+
         # A finished workflow keeps its scratchpad: every item done.
         if spec.scratchpad:
             run, _start, _workflow = writer_runs[-1]

@@ -34,6 +34,7 @@ from .notes import (
     notes_table,
     notes_table_ids,
 )
+from .overview import Bar, Overview, Part, project_overview
 from .projects import (
     ProjectAccess,
     project_access,
@@ -79,6 +80,10 @@ from .visibility import (
 )
 
 __all__ = [
+    "Bar",
+    "Overview",
+    "Part",
+    "project_overview",
     "agent_key_get",
     "agent_keys",
     "person_tokens",

@@ -31,9 +31,11 @@ from ..models import (
     Trust,
     expired_q,
     not_recalled_q,
+    vetoed_q,
 )
 
 YES_NO = [("true", "Yes"), ("false", "No")]
+PEOPLE = "people"  # `created_by=people`: the notes people wrote
 DATE_INPUT = forms.DateInput(attrs={"type": "date"})
 
 
@@ -53,6 +55,9 @@ class NoteFilter(django_filters.FilterSet):
     )
     agent = django_filters.ChoiceFilter(
         label="Agent", choices=(), method="filter_agent", empty_label="Any agent"
+    )
+    created_by = django_filters.CharFilter(
+        label="Written by", method="filter_created_by", widget=forms.HiddenInput
     )
     run = django_filters.CharFilter(label="Run", method="filter_run")
     tag = django_filters.CharFilter(label="Tag", method="filter_tag")
@@ -77,6 +82,9 @@ class NoteFilter(django_filters.FilterSet):
     )
     rejected = django_filters.ChoiceFilter(
         label="Rejected", choices=YES_NO, method="filter_rejected", empty_label="Rejected or not"
+    )
+    vetoed = django_filters.ChoiceFilter(
+        label="Vetoed", choices=YES_NO, method="filter_vetoed", empty_label="Vetoed or not"
     )
     not_recalled = django_filters.ChoiceFilter(
         label="Not recalled in 30 days",
@@ -134,6 +142,21 @@ class NoteFilter(django_filters.FilterSet):
         if not value:
             return queryset
         return queryset.filter(Q(owner_agent_id=value) | Q(created_by_agent_id=value))
+
+    def filter_created_by(self, queryset, name, value):
+        """The notes an agent wrote (its `agt_` id), or `people` for those people wrote."""
+        value = value.strip()
+        if not value:
+            return queryset
+        return queryset.filter(created_by_agent_id="" if value == PEOPLE else value)
+
+    def filter_vetoed(self, queryset, name, value):
+        match _yes_no(value):
+            case True:
+                return queryset.filter(vetoed_q())
+            case False:
+                return queryset.exclude(vetoed_q())
+        return queryset
 
     def filter_run(self, queryset, name, value):
         value = value.strip()

@@ -4,8 +4,9 @@ revert (or its undo) makes them part of."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from ..models import (
     Kind,
     Note,
     Project,
+    RecallDay,
     Recovery,
     Status,
     Trust,
@@ -278,10 +280,21 @@ def note_restore(*, actor: Actor, recovery_id: str, within: ProjectChange | None
 def notes_mark_recalled(
     *, project: Project, note_ids: list[str], now: datetime | None = None
 ) -> int:
-    """Count a recall pick: bumps recall_count and last_recalled_at. Not a memory change, so
-    the revision and fingerprint stay."""
+    """Count a recall's picks: bumps recall_count and last_recalled_at, and the project's
+    recalls of the day (RecallDay). Not a memory change, so the revision and fingerprint
+    stay."""
     if not note_ids:
         return 0
-    return Note.objects.filter(project=project, pk__in=note_ids).update(
-        recall_count=F("recall_count") + 1, last_recalled_at=now or timezone.now()
+    now = now or timezone.now()
+    marked = Note.objects.filter(project=project, pk__in=note_ids).update(
+        recall_count=F("recall_count") + 1, last_recalled_at=now
     )
+    day = now.astimezone(UTC).date()
+    counted = {"recalls": F("recalls") + 1, "picks": F("picks") + len(note_ids)}
+    if not RecallDay.objects.filter(project=project, day=day).update(**counted):
+        try:
+            with transaction.atomic():
+                RecallDay.objects.create(project=project, day=day, recalls=1, picks=len(note_ids))
+        except IntegrityError:  # another recall made the day's row first
+            RecallDay.objects.filter(project=project, day=day).update(**counted)
+    return marked

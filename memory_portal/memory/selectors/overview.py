@@ -1,0 +1,231 @@
+"""The overview of a project (the dashboard's charts): what was written in the last 30 days,
+by whom and with what trust now; the review backlog by age; the recalls per day and the most
+recalled notes; vetoes and rejects per agent; the cap and when it will be reached. A handful of
+grouped queries on the project's notes (at most the cap, 2,000 by default), whatever the size
+of the database. Every count comes with the NoteFilter parameters that list exactly what it
+counts (the chart's links), where such a list exists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, Q
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from ..access import require_member
+from ..actors import Actor
+from ..models import Agent, Kind, Note, Project, RecallDay, Status, Trust, expired_q, vetoed_q
+from .filters import PEOPLE
+from .projects import project_counts
+from .review import REVIEW_SECTIONS
+
+DAYS = 30
+TOP_RECALLED = 5
+
+
+@dataclass(frozen=True)
+class Part:
+    """One segment of a bar (or a bar): what it counts and the notes table's filters that
+    list it (None where no list of notes is what it counts)."""
+
+    key: str
+    label: str
+    count: int
+    filters: dict[str, str] | None = None
+
+
+@dataclass
+class Bar:
+    label: str  # the day (YYYY-MM-DD) or the agent's name
+    parts: list[Part] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(p.count for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Series:
+    key: str
+    label: str
+
+
+@dataclass
+class Overview:
+    days: list[date]
+    written: list[Bar]  # per day, stacked by the agent (or people) that wrote
+    writers: list[Series]
+    trust: list[Bar]  # per day, stacked by the notes' trust now
+    backlog: list[Bar]  # the notes awaiting review, by age
+    recalls: list[Bar]  # per day: recalls that served notes
+    most_recalled: list[Note]
+    judged: list[Bar]  # per agent: its notes vetoed and rejected
+    stored: int
+    cap: int
+    written_in_window: int
+    cap_reached_on: date | None  # at the window's rate; None when nothing was written
+
+
+def _day_filters(day: date, **more) -> dict[str, str]:
+    return {"created_from": day.isoformat(), "created_to": day.isoformat(), **more}
+
+
+def project_overview(*, actor: Actor, project: Project, now: datetime | None = None) -> Overview:
+    require_member(actor, project)
+    now = now or timezone.now()
+    today = timezone.localdate(now)
+    days = [today - timedelta(days=DAYS - 1 - i) for i in range(DAYS)]
+    start = timezone.make_aware(datetime.combine(days[0], datetime.min.time()))
+    notes = Note.objects.filter(project=project)
+    agents = {a.pk: a.name for a in Agent.objects.filter(project=project).only("id", "name")}
+
+    # 1 and 2: one grouped query gives both the writers' and the trust's stacks.
+    rows = (
+        notes.filter(created_at__gte=start)
+        .annotate(written_on=TruncDate("created_at"))
+        .values("written_on", "created_by_agent_id", "trust")
+        .annotate(n=Count("id"))
+    )
+    by_writer: dict[tuple[date, str], int] = {}
+    by_trust: dict[tuple[date, str], int] = {}
+    for row in rows:
+        day, trust_of = row["written_on"], row["trust"]
+        writer = row["created_by_agent_id"] or PEOPLE
+        by_writer[day, writer] = by_writer.get((day, writer), 0) + row["n"]
+        by_trust[day, trust_of] = by_trust.get((day, trust_of), 0) + row["n"]
+    totals: dict[str, int] = {}
+    for (_day, writer), n in by_writer.items():
+        totals[writer] = totals.get(writer, 0) + n
+    writers = [
+        Series(w, "People" if w == PEOPLE else agents.get(w, w))
+        for w in sorted(totals, key=lambda w: (-totals[w], w))
+    ]
+    written = [
+        Bar(
+            d.isoformat(),
+            [
+                Part(s.key, s.label, by_writer[d, s.key], _day_filters(d, created_by=s.key))
+                for s in writers
+                if by_writer.get((d, s.key))
+            ],
+        )
+        for d in days
+    ]
+    trust = [
+        Bar(
+            d.isoformat(),
+            [
+                Part(t.value, t.label, by_trust[d, t.value], _day_filters(d, trust=t.value))
+                for t in Trust
+                if by_trust.get((d, t.value))
+            ],
+        )
+        for d in days
+    ]
+
+    # 3: the review queue's first section (awaiting review), by the day it was written.
+    awaiting = REVIEW_SECTIONS[0].filters
+    week, month = today - timedelta(days=7), today - timedelta(days=30)
+    ages = [
+        ("today", "Today", {"created_from": today}),
+        ("week", "1–7 days", {"created_from": week, "created_to": today - timedelta(days=1)}),
+        ("month", "8–30 days", {"created_from": month, "created_to": week - timedelta(days=1)}),
+        ("older", "Older", {"created_to": month - timedelta(days=1)}),
+    ]
+
+    def in_age(bounds: dict) -> Q:
+        q = Q()
+        if "created_from" in bounds:
+            q &= Q(created_at__date__gte=bounds["created_from"])
+        if "created_to" in bounds:
+            q &= Q(created_at__date__lte=bounds["created_to"])
+        return q
+
+    pending = notes.filter(status=Status.ACTIVE, trust=Trust.LEARNED).exclude(kind=Kind.DAY)
+    pending = pending.exclude(expired_q(now))
+    counted = pending.aggregate(
+        **{key: Count("id", filter=in_age(bounds)) for key, _label, bounds in ages}
+    )
+    backlog = [
+        Bar(
+            label,
+            [
+                Part(
+                    "awaiting",
+                    "Awaiting review",
+                    counted[key],
+                    {**awaiting, **{k: v.isoformat() for k, v in bounds.items()}},
+                )
+            ],
+        )
+        for key, label, bounds in ages
+    ]
+
+    # 4: recalls per day (counted as they happen) and the notes recalled most.
+    recalled = {
+        r.day: r
+        for r in RecallDay.objects.filter(project=project, day__gte=days[0]).only(
+            "day", "recalls", "picks"
+        )
+    }
+    recalls = [
+        Bar(d.isoformat(), [Part("recalls", "Recalls", recalled[d].recalls)])
+        if d in recalled
+        else Bar(d.isoformat())
+        for d in days
+    ]
+    most_recalled = list(
+        notes.filter(recall_count__gt=0)
+        .exclude(status=Status.FORGOTTEN)
+        .only("id", "content", "summary", "recall_count", "last_recalled_at")
+        .order_by("-recall_count", "-last_recalled_at")[:TOP_RECALLED]
+    )
+
+    # 5: what people judged of each agent's notes.
+    judged_rows = (
+        notes.exclude(created_by_agent_id="")
+        .values("created_by_agent_id")
+        .annotate(
+            vetoed=Count("id", filter=vetoed_q()),
+            rejected=Count("id", filter=Q(trust=Trust.REJECTED)),
+        )
+        .filter(Q(vetoed__gt=0) | Q(rejected__gt=0))
+        .order_by("-vetoed", "-rejected", "created_by_agent_id")
+    )
+    judged = [
+        Bar(
+            agents.get(row["created_by_agent_id"], row["created_by_agent_id"]),
+            [
+                Part("vetoed", "Vetoed", row["vetoed"],
+                     {"created_by": row["created_by_agent_id"], "vetoed": "true"}),
+                Part("rejected", "Rejected", row["rejected"],
+                     {"created_by": row["created_by_agent_id"], "trust": Trust.REJECTED.value}),
+            ],
+        )  # fmt: skip
+        for row in judged_rows
+    ]
+
+    # 6: the cap, and the day it is reached at the last 30 days' rate.
+    stored = project_counts(project=project)["total"]
+    cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
+    in_window = sum(by_writer.values())
+    reached = None
+    if in_window and stored < cap:
+        reached = today + timedelta(days=int((cap - stored) / (in_window / DAYS)) + 1)
+    return Overview(
+        days=days,
+        written=written,
+        writers=writers,
+        trust=trust,
+        backlog=backlog,
+        recalls=recalls,
+        most_recalled=most_recalled,
+        judged=judged,
+        stored=stored,
+        cap=cap,
+        written_in_window=in_window,
+        cap_reached_on=reached,
+    )

@@ -22,6 +22,17 @@
       hint.textContent = detail.hint;
       el.appendChild(hint);
     }
+    if (detail.undo && detail.undo.url && window.htmx) {
+      var undo = document.createElement("button");
+      undo.type = "button";
+      undo.className = "btn toast-undo";
+      undo.textContent = detail.undo.label || "Undo";
+      undo.addEventListener("click", function () {
+        undo.disabled = true;
+        undoFromToast(detail.undo.url, el);
+      });
+      el.appendChild(undo);
+    }
     var close = document.createElement("button");
     close.type = "button";
     close.className = "toast-close";
@@ -38,6 +49,21 @@
   }
   window.memoryPortalToast = toast;
 
+  // The toast's Undo: the same POST as the row's own button. The answer's rows come out of
+  // band, in place of their rows; on a page the row has left (the review queue), the page is
+  // drawn again so the note is back where it belongs.
+  function undoFromToast(url, el) {
+    var id = (url.split("/notes/")[1] || "").split("/")[0];
+    var inPlace = id && document.getElementById("note-" + id);
+    var values = { next: window.location.pathname + window.location.search };
+    if (inPlace) values.oob = "1";
+    window.htmx.ajax("POST", url, { source: document.body, swap: "none", values: values })
+      .then(function () {
+        el.remove();
+        if (!inPlace) window.location.reload();
+      });
+  }
+
   document.addEventListener("toast", function (event) { toast(event.detail); });
   document.addEventListener("htmx:responseError", function (event) {
     var status = event.detail.xhr ? event.detail.xhr.status : "";
@@ -52,7 +78,8 @@
     toast({ level: "error", message: "Network error: the action was not sent. Try again." });
   });
 
-  // --- Keyboard shortcuts on a [data-shortcuts] page: j / k move, a / r / v act ------------
+  // --- Keyboard shortcuts on a [data-shortcuts] page (the review queue, the notes table):
+  // j / k move, a / r / v act, Enter opens the note, ? lists the keys ------------------------
   var current = -1;
 
   function shortcutRows() {
@@ -68,6 +95,44 @@
     row.classList.add("is-current");
     row.setAttribute("aria-current", "true");
     row.scrollIntoView({ block: "nearest" });
+    return row;
+  }
+
+  // Focus follows the work: after a row action (the row swapped, or gone from its section)
+  // and after a panel closes, the row at the same place — the next note — has the focus.
+  function focusRow(index) {
+    var row = highlight(index);
+    if (!row) return;
+    if (!row.hasAttribute("tabindex")) row.setAttribute("tabindex", "-1");
+    row.focus({ preventScroll: true });
+  }
+
+  var acting = null; // the id of the row whose action is on its way
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var row = event.target.closest && event.target.closest("tr.note-row");
+    var rows = shortcutRows();
+    acting = null;
+    if (row && rows.indexOf(row) >= 0) {
+      current = rows.indexOf(row);
+      acting = row.id;
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!acting || current < 0 || !shortcutRows().length) return;
+    // Still on the page (redrawn in place): on to the next note; gone from its section (the
+    // review queue): the next note has taken its place.
+    focusRow(document.getElementById(acting) ? current + 1 : current);
+    acting = null;
+  });
+
+  function keysDialog() {
+    var dialog = document.getElementById("keys-dialog");
+    if (dialog && typeof dialog.showModal === "function") dialog.showModal();
+  }
+
+  // Enter opens the highlighted note when the focus is on the page or a row, not a control.
+  function onPage(target) {
+    return target === document.body || (target.matches && target.matches("tr.note-row"));
   }
 
   function typing(target) {
@@ -76,7 +141,9 @@
 
   document.addEventListener("keydown", function (event) {
     if (event.key === "Escape") {
-      document.querySelectorAll("details.popover[open]").forEach(function (d) { d.open = false; });
+      var open = document.querySelectorAll("details.popover[open]");
+      open.forEach(function (d) { d.open = false; });
+      if (open.length && current >= 0) focusRow(current);
       return;
     }
     if (!document.querySelector("[data-shortcuts]")) return;
@@ -88,6 +155,15 @@
     } else if (key === "k") {
       highlight(current < 0 ? 0 : current - 1);
       event.preventDefault();
+    } else if (key === "?") {
+      keysDialog();
+      event.preventDefault();
+    } else if (key === "Enter" && current >= 0 && onPage(event.target)) {
+      var link = shortcutRows()[current] && shortcutRows()[current].querySelector("td.c-id a");
+      if (link) {
+        window.location.href = link.href;
+        event.preventDefault();
+      }
     } else if (key === "a" || key === "r" || key === "v") {
       var rows = shortcutRows();
       if (current < 0 || !rows[current]) {

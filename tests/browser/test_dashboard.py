@@ -80,27 +80,49 @@ def test_forget_and_restore(world, open_page):
     assert page.errors == []
 
 
-def test_review_queue_with_the_keyboard(world, open_page):
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_review_queue_keeps_pace(world, open_page, width):
+    """A handled row leaves its section, the highlight and the focus move to the next note,
+    the section's and the header's counts change in the same answer, the toast names the note
+    and carries Undo; Enter opens a note and ? lists the keys."""
     first, second, third = write_notes(world, 3, prefix="Queue")
-    page = open_page(world.manager)
+    page = open_page(world.manager, width)
     page.goto("/p/acme-web/review/")
-    expect(page.page.locator(".shortcuts")).to_contain_text("approve")
+    learned = page.page.locator("#queue-learned")
+    count = page.page.locator("#queue-learned-count")
+    expect(count).to_have_text("3")
     page.page.keyboard.press("j")
     expect(row(page, first)).to_have_attribute("aria-current", "true")
     page.page.keyboard.press("a")
-    expect(row(page, first)).to_contain_text("Reviewed")
-    page.page.keyboard.press("j")
+    expect(row(page, first)).to_have_count(0)
+    expect(count).to_have_text("2")
+    expect(page.page.locator("#awaiting-pill")).to_have_text("2")
     expect(row(page, second)).to_have_attribute("aria-current", "true")
-    page.page.keyboard.press("v")
-    expect(row(page, second)).to_contain_text("Vetoed")
-    page.page.keyboard.press("j")
-    page.page.keyboard.press("r")
-    expect(row(page, third)).to_contain_text("Rejected")
-    page.page.keyboard.press("k")
-    expect(row(page, second)).to_have_attribute("aria-current", "true")
+    expect(row(page, second)).to_be_focused()
+    expect(toast(page)).to_contain_text("Approved “Queue number 0 about the deploy”")
     assert Note.objects.get(pk=first.pk).trust == Trust.REVIEWED
+
+    page.page.keyboard.press("v")
+    expect(row(page, second)).to_have_count(0)
+    expect(count).to_have_text("1")
+    expect(row(page, third)).to_be_focused()
+    vetoed = toast(page)
+    expect(vetoed).to_contain_text("Vetoed “Queue number 1 about the deploy”")
     assert Note.objects.get(pk=second.pk).is_vetoed
-    assert Note.objects.get(pk=third.pk).trust == Trust.REJECTED
+    vetoed.get_by_role("button", name="Undo").click()
+    expect(row(page, second)).to_be_visible()  # back in its section (the page is drawn again)
+    expect(learned.locator("tr.note-row")).to_have_count(2)
+    assert not Note.objects.get(pk=second.pk).is_vetoed
+
+    page.page.keyboard.press("?")
+    expect(page.page.locator("#keys-dialog")).to_be_visible()
+    expect(page.page.locator("#keys-dialog")).to_contain_text("open the highlighted note")
+    page.page.keyboard.press("Escape")
+    expect(page.page.locator("#keys-dialog")).to_be_hidden()
+    page.page.keyboard.press("j")
+    expect(row(page, second)).to_have_attribute("aria-current", "true")
+    page.page.keyboard.press("Enter")
+    expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/notes/{second.pk}/")
     assert page.errors == []
 
 
@@ -286,3 +308,21 @@ def test_recall_preview_and_run_the_daily_review(world, open_page):
     expect(page.page.locator("#routine")).to_contain_text("manual")
     expect(page.page.locator("#routine")).to_contain_text("succeeded")
     assert page.errors == []
+
+
+def test_no_keyboard_box_on_a_touch_screen(world, browser, live_server):
+    """The review queue's keyboard box is for keyboards: a touch phone does not show it."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.manager)
+    for touch, visible in ((True, False), (False, True)):
+        context = browser.new_context(
+            viewport={"width": 390, "height": 844}, has_touch=touch, is_mobile=touch
+        )
+        cookie = {"name": "sessionid", "value": client.cookies["sessionid"].value}
+        context.add_cookies([{**cookie, "url": live_server.url}])
+        page = context.new_page()
+        page.goto(f"{live_server.url}/p/acme-web/review/")
+        assert page.locator(".shortcuts").is_visible() == visible
+        context.close()

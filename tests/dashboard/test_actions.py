@@ -192,7 +192,9 @@ def test_every_note_action_works_without_javascript(world, note, persona, verb, 
     assert response.status_code == 302 and response.url == NEXT
     assert events(action).count() == 1
     messages = [str(m) for m in get_messages(response.wsgi_request)]
-    assert messages and note.pk in messages[0]
+    # The note is named as a person reads it: its text (an edit names the new text).
+    named = "Deploys go out on Wednesdays" if verb == "note-edit" else note.content
+    assert messages and f"“{named}" in messages[0] and note.pk not in messages[0]
 
 
 def test_undo_unarchive_restore_without_javascript(world, note, manager_client):

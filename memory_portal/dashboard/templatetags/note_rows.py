@@ -9,6 +9,7 @@ from __future__ import annotations
 from django import template
 from django.template import engines
 from django.template.defaulttags import CsrfTokenNode
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from memory_portal.memory.access import note_actions
@@ -20,6 +21,14 @@ from .fast_url import PlainReverser
 register = template.Library()
 _csrf_input = CsrfTokenNode()
 _COLUMNS = NoteTable.row_columns()
+
+
+def _section_input(section: str) -> SafeString:
+    """A row of a review-queue section sends the section's key with its actions: the answer
+    takes the row out once it no longer belongs there (views/base.py `rows_response`)."""
+    if not section:
+        return mark_safe("")
+    return format_html('<input type="hidden" name="section" value="{}">', section)
 
 
 @register.simple_tag(takes_context=True)
@@ -45,5 +54,6 @@ def note_rows(context, notes) -> SafeString:
             reason_max=ARCHIVE_REASON_MAX,
             # Django's own {% csrf_token %}: the page's token, or nothing where there is none.
             csrf_input=_csrf_input.render(context),
+            section_input=_section_input(context.get("section_key", "")),
         )
     )

@@ -36,39 +36,57 @@ from .pages import agent_of, agent_page
 class NoteVerb:
     """A row action on a note (its service: services.NOTE_VERBS): the form its POST must pass
     (the form's fields are the service's further arguments) and what the person is told (from
-    the note id and the service's result)."""
+    the note's name, as a person reads it, and the service's result)."""
 
     message: Callable[[str, Any], str]
     form: type[forms.Form] | None = None
 
 
 NOTE_VERBS = {
-    "approve": NoteVerb(
-        lambda note_id, _: f"Approved {note_id}: agents and reviewers see it as reviewed."
-    ),
-    "reject": NoteVerb(lambda note_id, _: f"Rejected {note_id}: agents will not be served it."),
-    "veto": NoteVerb(lambda note_id, _: f"Vetoed {note_id}. Undo brings it back."),
-    "undo": NoteVerb(lambda note_id, _: f"{note_id} is active again."),
-    "unarchive": NoteVerb(lambda note_id, _: f"{note_id} is active again."),
-    "archive": NoteVerb(lambda note_id, _: f"Archived {note_id}.", ArchiveForm),
+    "approve": NoteVerb(lambda name, _: f"Approved {name}: agents see it as reviewed."),
+    "reject": NoteVerb(lambda name, _: f"Rejected {name}: agents will not be served it."),
+    "veto": NoteVerb(lambda name, _: f"Vetoed {name}."),
+    "undo": NoteVerb(lambda name, _: f"{name} is active again."),
+    "unarchive": NoteVerb(lambda name, _: f"{name} is active again."),
+    "archive": NoteVerb(lambda name, _: f"Archived {name}.", ArchiveForm),
     "edit": NoteVerb(
-        lambda note_id, result: (
-            f"Saved the edit as {result.note.pk}; {note_id} is archived as superseded."
+        lambda name, result: (
+            f"Saved the edit as {name}; the old text is archived as superseded."
             if result.created
-            else f"That text is already live as {result.note.pk}."
+            else f"That text is already live as {note_name(result.note)}."
         ),
         EditForm,
     ),
-    "forget": NoteVerb(
-        lambda note_id, recovery: (
-            f"Forgot {note_id} (recovery {recovery.pk}). Restore brings it back."
-        ),
-    ),
+    "forget": NoteVerb(lambda name, _: f"Forgot {name}."),
     "reverify": NoteVerb(
-        lambda note_id, note: f"Evidence of {note_id} re-verified at {note.evidence_commit[:10]}.",
+        lambda name, note: f"Evidence of {name} re-verified at {note.evidence_commit[:10]}.",
     ),
 }
 assert NOTE_VERBS.keys() == services.NOTE_VERBS.keys(), "a row action for every note verb"
+
+
+def note_name(note) -> str:
+    """A note as a person reads it in a message: its summary, else the start of its text."""
+    text = " ".join((note.summary or note.content).split())
+    return f"“{text[:57] + '…' if len(text) > 60 else text}”"
+
+
+def _changed_note(result):
+    """The note a verb's service changed, from what it answered (a note, a recovery record
+    of the forgotten note, or an edit's write result: the note it replaced is its `supersedes`)."""
+    if isinstance(result, services.notes.WriteResult):
+        return result.note
+    return getattr(result, "note", result)
+
+
+def _undo(request, access, verb: str, note_id: str, result) -> dict | None:
+    """The toast's Undo of a veto (the note's undo) or a forget (its restore)."""
+    slug = access.project.slug
+    if verb == "veto":
+        return {"url": reverse("dashboard:note-undo", args=[slug, note_id]), "label": "Undo"}
+    if verb == "forget":
+        return {"url": reverse("dashboard:restore", args=[slug, result.pk]), "label": "Undo"}
+    return None
 
 
 @project_action
@@ -76,7 +94,8 @@ assert NOTE_VERBS.keys() == services.NOTE_VERBS.keys(), "a row action for every 
 def note_action(request, access, note_id, verb):
     """One row action of NOTE_VERBS (each URL names its verb). The service loads the note of
     this project and authorises the person, once, under the project's lock; the answer is the
-    changed row (an edit: both rows) and the counters."""
+    changed row (an edit: both rows), the counters and a toast naming the note, with Undo for
+    a veto or a forget."""
     action = NOTE_VERBS[verb]
     arguments: dict = {}
     if action.form is not None:
@@ -90,8 +109,16 @@ def note_action(request, access, note_id, verb):
     changed = [note_id]
     if isinstance(result, services.notes.WriteResult):
         changed = [result.note.pk, note_id]  # an edit: the new note and the one it replaced
-    message = action.message(note_id, result)
-    return rows_response(request, access, note_ids=changed, message=message, fresh=False)
+    note = _changed_note(result)
+    message = action.message(note_name(note), result)
+    return rows_response(
+        request,
+        access,
+        note_ids=changed,
+        message=message,
+        fresh=False,
+        undo=_undo(request, access, verb, note_id, result),
+    )
 
 
 @project_action
@@ -102,7 +129,7 @@ def recovery_restore(request, access, recovery_id):
         actor=actor, project=access.project, recovery_id=recovery_id
     )
     note = services.note_restore(actor=actor, recovery_id=recovery.pk)
-    message = f"Restored {note.pk} ({note.status})."
+    message = f"Restored {note_name(note)} ({note.status})."
     if request.htmx and request.POST.get("from") == "recoveries":
         context = {**project_context(access, fresh=True), "recovery": recovery, "restored": note}
         response = render(request, "dashboard/recoveries.html#recovery_response", context)

@@ -28,6 +28,7 @@ from ..forms import ThrottledAuthenticationForm
 from ..tables import NoteTable, paginate
 
 NOT_FOUND_CODES = {"not_found", "memory_not_found", "memory_recovery_not_found"}
+SECTION_KEYS = [section.key for section in selectors.REVIEW_SECTIONS]
 MEMORY_PAGE = "dashboard/project_memory.html"
 
 
@@ -206,21 +207,45 @@ def note_rows(request, access, note_ids: Iterable[str]) -> list[Note]:
 
 
 def rows_response(
-    request, access, *, note_ids, message: str, oob: bool = False, fresh: bool = True
+    request,
+    access,
+    *,
+    note_ids,
+    message: str,
+    oob: bool = False,
+    fresh: bool = True,
+    undo: dict | None = None,
 ):
     """After a note action: htmx gets the changed rows and the counters; a plain POST is
     redirected back to the page (and filters) it came from. `fresh=False`: the service locked
-    the setting row through `access.project`, which holds it as the change left it."""
+    the setting row through `access.project`, which holds it as the change left it. `oob`
+    (or `oob` in the POST): every row comes out of band, in place of its row on the page.
+    From the review queue (`section` in the POST: a section's key, or `all`), a row that left
+    its section is taken out and every section's count is redrawn. `undo`: the toast's Undo
+    (`{"url", "label"}`)."""
     if not request.htmx:
         return done(request, next_url(request, access), message)
+    oob = oob or request.POST.get("oob") == "1"
+    note_ids = list(note_ids)
     context = {
         **project_context(access, fresh=fresh),
-        "rows": note_rows(request, access, note_ids),
         "next": next_url(request, access),
         "oob": oob,
     }
+    section = request.POST.get("section", "")
+    keys = SECTION_KEYS if section == "all" else [section] if section in SECTION_KEYS else []
+    if keys:
+        after = selectors.review_sections_after(
+            actor=actor_of(request), project=access.project, keys=keys, note_ids=note_ids
+        )
+        context["gone"] = [i for i in note_ids if i not in after.still_in] if oob else []
+        context["section_totals"] = after.totals
+        note_ids = [i for i in note_ids if i in after.still_in]
+    context["rows"] = note_rows(request, access, note_ids)
     response = render(request, f"{MEMORY_PAGE}#row_response", context)
-    return toast(response, "success", message)
+    return trigger_client_event(
+        response, "toast", {"level": "success", "message": message, "hint": "", "undo": undo}
+    )
 
 
 def note_table(request, access, queryset, *, fixed: dict | None = None):

@@ -50,9 +50,11 @@ from .review import (
     DayLine,
     ReviewQueue,
     ReviewSection,
+    SectionsAfter,
     SimilarPair,
     day_line_get,
     review_queue,
+    review_sections_after,
     routine_for_agent,
     similar_pairs,
 )
@@ -80,6 +82,8 @@ from .visibility import (
 )
 
 __all__ = [
+    "SectionsAfter",
+    "review_sections_after",
     "Bar",
     "Overview",
     "Part",

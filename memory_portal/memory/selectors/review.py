@@ -199,6 +199,31 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
     )
 
 
+@dataclass(frozen=True)
+class SectionsAfter:
+    """The review queue after a change to some of its notes: which of them are still in a
+    section, and every section's count."""
+
+    still_in: set[str]
+    totals: dict[str, int]
+
+
+def review_sections_after(
+    *, actor: Actor, project: Project, keys: list[str], note_ids: list[str]
+) -> SectionsAfter:
+    """Which of `note_ids` still belong to one of the sections `keys`, and the count of
+    every section — what the queue redraws after a row action (one query a section, and one
+    more for the notes' own sections)."""
+    rows = notes_table_ids(actor=actor, project=project)
+    totals, still = {}, set()
+    for section in REVIEW_SECTIONS:
+        qs = NoteFilter(section.filters, queryset=rows, project=project, agents=()).qs
+        totals[section.key] = qs.count()
+        if section.key in keys:
+            still |= set(qs.filter(pk__in=note_ids).values_list("pk", flat=True))
+    return SectionsAfter(still, totals)
+
+
 def day_line_get(*, actor: Actor, project: Project, note_id: str, index: int) -> DayLine:
     """One line of a day row of the project, as the review queue offers it."""
     row = note_in_project(actor=actor, project=project, note_id=note_id)

@@ -91,3 +91,48 @@ def bad_request(request, exception) -> HttpResponse:
         field="Host",
     )
     return json_error(refusal)
+
+
+def _page(request, template: str, status: int, **context) -> HttpResponse:
+    return HttpResponse(render_to_string(template, context, request=None), status=status)
+
+
+def _back_here(request) -> str:
+    """Where a person lands after signing in again: this page, or the page the refused form
+    was on (its Referer, when it is this site's)."""
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    referer = request.headers.get("Referer", "")
+    if referer and url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()}):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(referer)
+        return parts.path + (f"?{parts.query}" if parts.query else "")
+    return request.get_full_path() if request.method == "GET" else "/"
+
+
+def not_found(request, exception) -> HttpResponse:
+    """handler404: the API's envelope under /api/ and /mcp; a page of the product's own
+    elsewhere (a project a person does not belong to is a 404 too, by design)."""
+    if is_api(request):
+        return json_error(MemoryPortalError("not_found", "No such resource."), status=404)
+    return _page(request, "errors/404.html", 404)
+
+
+def forbidden(request, exception) -> HttpResponse:
+    if is_api(request):
+        refusal = MemoryPortalError("memory_forbidden", "This is not yours to do.")
+        return json_error(refusal, status=403)
+    return _page(request, "errors/403.html", 403)
+
+
+def csrf_failure(request, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: a form sent from a page whose session has ended (or from another
+    site) — nothing was changed; sign in again and come back to the same place."""
+    from urllib.parse import urlencode
+
+    from django.conf import settings
+    from django.shortcuts import resolve_url
+
+    login = f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': _back_here(request)})}"
+    return _page(request, "errors/session.html", 403, login_url=login)

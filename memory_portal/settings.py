@@ -271,6 +271,9 @@ LOGGING = {
 }
 
 # --- Memory Portal domain settings --------------------------------------------------------------
+# A form sent after the session ended: the product's own page (sign in again, come back).
+CSRF_FAILURE_VIEW = "memory_portal.failures.csrf_failure"
+
 MEMORY_PORTAL = {
     "ELIGIBLE_STAGES": env_list(
         "MEMORY_ELIGIBLE_STAGES", ["assess", "understand", "design", "review", "runtime"]

@@ -10,6 +10,8 @@ from memory_portal.dashboard import views as dashboard_views
 
 handler400 = "memory_portal.failures.bad_request"
 handler500 = "memory_portal.failures.server_error"
+handler403 = "memory_portal.failures.forbidden"
+handler404 = "memory_portal.failures.not_found"
 
 urlpatterns = [
     path("login/", dashboard_views.LoginView.as_view(), name="login"),

@@ -14,6 +14,8 @@ from . import throttling
 
 # The bulk form's verbs and their labels (services.BULK_VERBS).
 BULK_ACTIONS = {verb: verb.capitalize() for verb in services.BULK_VERBS}
+# Not offered in the bulk bar: what a bulk forget's toast undoes with (restore by note id).
+BULK_UNDO_ONLY = {"restore": "Restore"}
 
 
 class ThrottledAuthenticationForm(AuthenticationForm):
@@ -101,7 +103,7 @@ class DeleteRunForm(forms.Form):
 
 
 class BulkForm(forms.Form):
-    action = forms.ChoiceField(choices=list(BULK_ACTIONS.items()))
+    action = forms.ChoiceField(choices=[*BULK_ACTIONS.items(), *BULK_UNDO_ONLY.items()])
     ids = forms.MultipleChoiceField(choices=(), required=True)
 
     def __init__(self, *args, **kwargs):

@@ -40,6 +40,7 @@ project_urls = [
     path("memory/", include(memory_urls)),
     path("overview/", views.overview, name="overview"),
     path("settings/", views.project_settings, name="settings"),
+    path("export/", views.project_export, name="export"),
     path("delete/", views.project_delete, name="project-delete"),
     path(
         "applications/<slug:app_slug>/delete/", views.application_delete, name="application-delete"

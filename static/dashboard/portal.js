@@ -29,7 +29,7 @@
       undo.textContent = detail.undo.label || "Undo";
       undo.addEventListener("click", function () {
         undo.disabled = true;
-        undoFromToast(detail.undo.url, el);
+        undoFromToast(detail.undo, el);
       });
       el.appendChild(undo);
     }
@@ -52,10 +52,11 @@
   // The toast's Undo: the same POST as the row's own button. The answer's rows come out of
   // band, in place of their rows; on a page the row has left (the review queue), the page is
   // drawn again so the note is back where it belongs.
-  function undoFromToast(url, el) {
-    var id = (url.split("/notes/")[1] || "").split("/")[0];
-    var inPlace = id && document.getElementById("note-" + id);
-    var values = { next: window.location.pathname + window.location.search };
+  function undoFromToast(undo, el) {
+    var url = undo.url;
+    var values = Object.assign({ next: window.location.pathname + window.location.search }, undo.values || {});
+    var ids = values.ids || [(url.split("/notes/")[1] || "").split("/")[0]];
+    var inPlace = ids.some(function (id) { return id && document.getElementById("note-" + id); });
     if (inPlace) values.oob = "1";
     window.htmx.ajax("POST", url, { source: document.body, swap: "none", values: values })
       .then(function () {
@@ -208,6 +209,22 @@
       });
     }
     if (target.matches('[data-select-all], input[name="ids"]')) updateBulkCount();
+  });
+
+  // A bulk veto or forget asks first, naming how many notes it changes.
+  document.addEventListener("htmx:confirm", function (event) {
+    var form = event.target;
+    if (!form.matches || !form.matches("[data-bulk-confirm]")) return;
+    var verb = form.querySelector('[name="action"]').value;
+    if (form.getAttribute("data-bulk-confirm").split(" ").indexOf(verb) < 0) return;
+    var count = document.querySelectorAll('input[name="ids"][form="bulk-form"]:checked').length;
+    if (!count) return;
+    event.preventDefault();
+    var what = count === 1 ? "1 note" : count + " notes";
+    var question = verb === "veto"
+      ? "Veto " + what + "? Agents stop being served them; the toast's Undo brings them back."
+      : "Forget " + what + "? They are hidden from agents and kept as recoveries; the toast's Undo restores them.";
+    if (window.confirm(question)) event.detail.issueRequest(true);
   });
 
   // --- The reset button waits for the typed project id ---------------------------------------

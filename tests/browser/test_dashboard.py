@@ -326,3 +326,25 @@ def test_no_keyboard_box_on_a_touch_screen(world, browser, live_server):
         page.goto(f"{live_server.url}/p/acme-web/review/")
         assert page.locator(".shortcuts").is_visible() == visible
         context.close()
+
+
+def test_a_bulk_veto_asks_with_the_count_and_its_toast_undoes_it(world, open_page):
+    notes = write_notes(world, 3, prefix="Bulk")
+    page = open_page(world.manager)
+    asked: list[str] = []
+    page.page.on("dialog", lambda dialog: asked.append(dialog.message))
+    page.goto("/p/acme-web/")
+    for note in notes[:2]:
+        row(page, note).locator('input[name="ids"]').check()
+    page.page.select_option("#bulk-action", "veto")
+    page.page.get_by_role("button", name="Apply").click()
+    done = toast(page)
+    expect(done).to_contain_text("Veto: 2 of 2 notes.")
+    assert asked and asked[0].startswith("Veto 2 notes?")
+    expect(row(page, notes[0])).to_contain_text("Vetoed")
+    assert all(Note.objects.get(pk=n.pk).is_vetoed for n in notes[:2])
+    done.get_by_role("button", name="Undo").click()
+    expect(row(page, notes[0])).not_to_contain_text("Vetoed")
+    expect(row(page, notes[1])).not_to_contain_text("Vetoed")
+    assert not any(Note.objects.get(pk=n.pk).is_vetoed for n in notes)
+    assert page.errors == []

@@ -15,6 +15,7 @@ from .controls import (
     memory_enable,
     memory_reset,
     project_delete,
+    project_export,
 )
 from .pages import (
     agent_detail,
@@ -52,6 +53,7 @@ __all__ = [
     "overview",
     "notes_bulk",
     "project_delete",
+    "project_export",
     "project_memory",
     "project_settings",
     "projects",

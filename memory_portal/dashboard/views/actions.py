@@ -15,7 +15,15 @@ from django.urls import reverse
 from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
 
-from ..forms import BULK_ACTIONS, ArchiveForm, BulkForm, EditForm, FactForm, LiftForm
+from ..forms import (
+    BULK_ACTIONS,
+    BULK_UNDO_ONLY,
+    ArchiveForm,
+    BulkForm,
+    EditForm,
+    FactForm,
+    LiftForm,
+)
 from .base import (
     actor_of,
     done,
@@ -63,6 +71,8 @@ NOTE_VERBS = {
     ),
 }
 assert NOTE_VERBS.keys() == services.NOTE_VERBS.keys(), "a row action for every note verb"
+BULK_LABELS = {**BULK_ACTIONS, **BULK_UNDO_ONLY}
+BULK_UNDO = {"veto": "undo", "forget": "restore"}  # what a bulk toast's Undo sends
 
 
 def note_name(note) -> str:
@@ -140,7 +150,7 @@ def recovery_restore(request, access, recovery_id):
 @project_action
 def notes_bulk(request, access):
     """The same service call for each selected note; what was refused is reported, the rest
-    is done."""
+    is done. A bulk veto's toast undoes it (undo), a bulk forget's restores the notes."""
     form = BulkForm(request.POST)
     if not form.is_valid():
         return form_refused(request, access, form)
@@ -152,6 +162,22 @@ def notes_bulk(request, access):
         .filter(pk__in=wanted)
         .values_list("pk", flat=True)
     )
+    if verb == "restore":
+        recoveries = dict(
+            selectors.recoveries_for_actor(actor=actor, project=access.project)
+            .filter(note_id__in=wanted)
+            .values_list("note_id", "pk")
+        )
+
+        def act(note_id):
+            if note_id not in recoveries:
+                raise MemoryPortalError("memory_recovery_not_found", "it is not forgotten")
+            services.note_restore(actor=actor, recovery_id=recoveries[note_id])
+    else:
+
+        def act(note_id):
+            services.NOTE_VERBS[verb](actor=actor, note_id=note_id)
+
     changed: list[str] = []
     refusals: list[str] = []
     for note_id in wanted:
@@ -159,21 +185,27 @@ def notes_bulk(request, access):
             refusals.append(f"{note_id}: not found")
             continue
         try:
-            services.NOTE_VERBS[verb](actor=actor, note_id=note_id)
+            act(note_id)
         except MemoryPortalError as err:
             refusals.append(f"{note_id}: {err.message}")
         else:
             changed.append(note_id)
-    label = BULK_ACTIONS[verb].lower()
-    message = f"{BULK_ACTIONS[verb]}: {len(changed)} of {len(wanted)} notes."
+    label = BULK_LABELS[verb]
+    message = f"{label}: {len(changed)} of {len(wanted)} notes."
     if refusals:
-        message += f" Could not {label} {len(refusals)}: " + "; ".join(refusals[:5])
+        message += f" Could not {label.lower()} {len(refusals)}: " + "; ".join(refusals[:5])
     if not changed:
         return refusal(request, message, to=next_url(request, access))
     if not request.htmx:
         level = messages.warning if refusals else messages.success
         return done(request, next_url(request, access), message, level=level)
-    response = rows_response(request, access, note_ids=changed, message=message, oob=True)
+    undo = None
+    if verb in BULK_UNDO:
+        url = reverse("dashboard:notes-bulk", args=[access.project.slug])
+        undo = {"url": url, "label": "Undo", "values": {"action": BULK_UNDO[verb], "ids": changed}}
+    response = rows_response(
+        request, access, note_ids=changed, message=message, oob=True, undo=undo
+    )
     if refusals:
         response = toast(response, "warning", message)
     return response

@@ -255,6 +255,7 @@ def note_table(request, access, queryset, *, fixed: dict | None = None):
         data[name] = value
     agents = list(access.project.agents.order_by("name"))
     filterset = selectors.NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
+    filterset.agent_count = len(agents)
     table = note_page(request, access, NoteTable(filterset.qs))
     return filterset, table
 

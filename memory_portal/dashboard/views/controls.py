@@ -4,13 +4,15 @@ application or the project (behind the typed id)."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django_htmx.http import HttpResponseClientRedirect
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.portability import project_export as project_export_lines
 
 from ..forms import ResetForm, TypedDeleteForm
 from .base import (
@@ -21,6 +23,7 @@ from .base import (
     not_found_edge,
     project_action,
     project_context,
+    project_page,
     refusal,
     refusal_edge,
     toast,
@@ -53,6 +56,7 @@ def _memory_switch(verb: str):
             **project_context(access, fresh=True),
             "reset_form": ResetForm(project=access.project),
             "next": next_url(request, access),
+            "agent_count": access.project.agents.count(),
         }
         response = render(request, f"{MEMORY_PAGE}#setting_response", context)
         return toast(response, "success", message)
@@ -188,3 +192,15 @@ def project_delete(request, access):
             f"{counts['runs']} runs. Its audit events stay."
         ),
     )
+
+
+@project_page
+@refusal_edge
+def project_export(request, access):
+    """The project's memory as the API's export (NDJSON, streamed): managers, from Settings and
+    the Reset danger zone."""
+    lines = project_export_lines(actor=actor_of(request), project=access.project)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M")
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="{access.project.slug}-{stamp}.jsonl"'
+    return response

@@ -69,6 +69,7 @@ def project_memory(request, access):
         per_page_choices=PER_PAGE_CHOICES,
         reset_form=ResetForm(project=access.project),
         bulk_actions=BULK_ACTIONS,
+        agent_count=filterset.agent_count,
     )
 
 

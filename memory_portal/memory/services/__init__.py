@@ -77,8 +77,9 @@ NOTE_VERBS = {
     "forget": note_forget,
     "reverify": note_reverify,
 }
-# The verbs that take no input beyond the note, offered for many notes at once.
-BULK_VERBS = ("approve", "reject", "veto", "forget")
+# The verbs that take no input beyond the note, offered for many notes at once (undo: of a
+# veto, so a bulk veto can be undone).
+BULK_VERBS = ("approve", "reject", "veto", "undo", "forget")
 
 __all__ = [
     "BULK_VERBS",

@@ -1,0 +1,40 @@
+"""The product's own 403, 404 and session-ended pages (the API keeps its JSON envelope)."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from .conftest import client_for, write_note
+
+
+def test_not_found_pages(world, outsider_client):
+    page = outsider_client.get("/p/acme-web/")
+    assert page.status_code == 404 and "Not found" in page.content.decode()
+    assert "not a member" in page.content.decode()
+    assert "Not found" in outsider_client.get("/no/such/page/").content.decode()
+    api = outsider_client.get("/api/no-such-route")
+    assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
+
+
+def test_a_form_from_an_ended_session_says_so_and_leads_back(world):
+    note = write_note(world, "A note to veto")
+    client = client_for(world.member)
+    client.handler.enforce_csrf_checks = True
+    referer = "http://testserver/p/acme-web/review/"
+    response = client.post(f"/p/acme-web/notes/{note.pk}/veto/", HTTP_REFERER=referer)
+    assert response.status_code == 403
+    body = response.content.decode()
+    assert "Your session has ended" in body and "nothing was changed" in body
+    assert 'href="/login/?next=%2Fp%2Facme-web%2Freview%2F"' in body
+    note.refresh_from_db()
+    assert not note.is_vetoed
+    # A foreign Referer is not followed back.
+    url = f"/p/acme-web/notes/{note.pk}/veto/"
+    response = client.post(url, HTTP_REFERER="https://evil.example/")
+    assert 'next=%2F"' in response.content.decode()
+
+
+def test_the_api_keeps_its_envelope_without_csrf(world):
+    client = Client(enforce_csrf_checks=True)
+    response = client.post("/api/tools/memory_status", content_type="application/json")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "auth_required"

@@ -42,10 +42,22 @@
     el.appendChild(close);
     box.appendChild(el);
     while (box.children.length > 4) box.firstElementChild.remove();
-    window.setTimeout(function () {
-      el.classList.add("leaving");
-      window.setTimeout(function () { el.remove(); }, 400);
-    }, level === "error" || level === "warning" ? 10000 : 5000);
+    // Errors and toasts with Undo stay longer; none leaves while the pointer or the focus
+    // is on it (the time to read and act is the person's).
+    var wait = detail.undo || level === "error" || level === "warning" ? 15000 : 5000;
+    var timer = null;
+    function leaveLater() {
+      timer = window.setTimeout(function () {
+        el.classList.add("leaving");
+        window.setTimeout(function () { el.remove(); }, 400);
+      }, wait);
+    }
+    function stay() { window.clearTimeout(timer); }
+    el.addEventListener("mouseenter", stay);
+    el.addEventListener("focusin", stay);
+    el.addEventListener("mouseleave", leaveLater);
+    el.addEventListener("focusout", leaveLater);
+    leaveLater();
   }
   window.memoryPortalToast = toast;
 
@@ -108,22 +120,25 @@
     row.focus({ preventScroll: true });
   }
 
-  var acting = null; // the id of the row whose action is on its way
+  var acting = null; // the row whose action is on its way (the answer's main target)
   document.addEventListener("htmx:beforeRequest", function (event) {
     var row = event.target.closest && event.target.closest("tr.note-row");
     var rows = shortcutRows();
     acting = null;
     if (row && rows.indexOf(row) >= 0) {
       current = rows.indexOf(row);
-      acting = row.id;
+      acting = row;
     }
   });
-  document.addEventListener("htmx:afterSettle", function () {
-    if (!acting || current < 0 || !shortcutRows().length) return;
+  document.addEventListener("htmx:afterSettle", function (event) {
+    // The row's own answer only, not the out-of-band parts (counters, other rows).
+    if (!acting || !event.detail || event.detail.target !== acting) return;
+    var id = acting.id;
+    acting = null;
+    if (current < 0 || !shortcutRows().length) return;
     // Still on the page (redrawn in place): on to the next note; gone from its section (the
     // review queue): the next note has taken its place.
-    focusRow(document.getElementById(acting) ? current + 1 : current);
-    acting = null;
+    focusRow(document.getElementById(id) ? current + 1 : current);
   });
 
   function keysDialog() {
@@ -204,7 +219,9 @@
   document.addEventListener("change", function (event) {
     var target = event.target;
     if (target.matches("[data-select-all]")) {
-      target.closest("table").querySelectorAll('input[name="ids"]').forEach(function (box) {
+      // The table's header box selects its rows; the bulk bar's (phones) every row on the page.
+      var scope = target.closest("table") || document;
+      scope.querySelectorAll('input[name="ids"][form="bulk-form"]').forEach(function (box) {
         box.checked = target.checked;
       });
     }
@@ -259,6 +276,11 @@
   }
 
   document.addEventListener("DOMContentLoaded", refresh);
+  // A card that takes a phone's first screen starts closed there ([data-phone-closed]).
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!window.matchMedia("(max-width: 760px)").matches) return;
+    document.querySelectorAll("details[data-phone-closed]").forEach(function (d) { d.open = false; });
+  });
   document.addEventListener("htmx:afterSettle", function () {
     document.querySelectorAll("[data-select-all]").forEach(function (box) { box.checked = false; });
     refresh();

@@ -94,20 +94,21 @@ def test_review_queue_keeps_pace(world, open_page, width):
     page.page.keyboard.press("j")
     expect(row(page, first)).to_have_attribute("aria-current", "true")
     page.page.keyboard.press("a")
+    expect(toast(page)).to_contain_text("Approved “Queue number 0 about the deploy”")
     expect(row(page, first)).to_have_count(0)
     expect(count).to_have_text("2")
     expect(page.page.locator("#awaiting-pill")).to_have_text("2")
     expect(row(page, second)).to_have_attribute("aria-current", "true")
     expect(row(page, second)).to_be_focused()
-    expect(toast(page)).to_contain_text("Approved “Queue number 0 about the deploy”")
     assert Note.objects.get(pk=first.pk).trust == Trust.REVIEWED
 
     page.page.keyboard.press("v")
-    expect(row(page, second)).to_have_count(0)
-    expect(count).to_have_text("1")
-    expect(row(page, third)).to_be_focused()
     vetoed = toast(page)
     expect(vetoed).to_contain_text("Vetoed “Queue number 1 about the deploy”")
+    expect(row(page, third)).to_be_focused()
+    vetoed.hover()  # a toast stays while the pointer is on it
+    expect(row(page, second)).to_have_count(0)
+    expect(count).to_have_text("1")
     assert Note.objects.get(pk=second.pk).is_vetoed
     vetoed.get_by_role("button", name="Undo").click()
     expect(row(page, second)).to_be_visible()  # back in its section (the page is drawn again)
@@ -347,4 +348,45 @@ def test_a_bulk_veto_asks_with_the_count_and_its_toast_undoes_it(world, open_pag
     expect(row(page, notes[0])).not_to_contain_text("Vetoed")
     expect(row(page, notes[1])).not_to_contain_text("Vetoed")
     assert not any(Note.objects.get(pk=n.pk).is_vetoed for n in notes)
+    assert page.errors == []
+
+
+PHONE_PAGES = ["/p/acme-web/", "/p/acme-web/overview/", "/p/acme-web/review/",
+               "/p/acme-web/connect/", "/tokens/", "/p/acme-web/agents/", "/audit/"]  # fmt: skip
+
+
+def test_phones_tap_select_and_never_scroll_sideways(world, open_page):
+    notes = write_notes(world, 4, prefix="Phone")
+    page = open_page(world.manager, "phone")
+    for path in PHONE_PAGES:
+        page.goto(path)
+        wide = page.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert wide <= 0, (path, wide)
+    page.goto("/p/acme-web/")
+    box = row(page, notes[0]).locator('input[name="ids"]').bounding_box()
+    assert box["width"] >= 24 and box["height"] >= 24
+    expect(page.page.locator(".setting-details")).not_to_have_attribute("open", "")
+    select_all = page.page.locator(".select-page input")
+    expect(select_all).to_be_visible()
+    select_all.check()
+    expect(page.page.locator(".bulk-bar [data-bulk-count]")).to_have_text("4 selected")
+    page.page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    bar = page.page.locator(".bulk-bar").bounding_box()  # at hand at the end of the list too
+    assert bar["y"] >= 0 and bar["y"] + bar["height"] <= page.page.viewport_size["height"]
+    assert page.errors == []
+
+
+def test_the_notes_table_takes_the_same_keys(world, open_page):
+    notes = write_notes(world, 3, prefix="Table")
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/")
+    page.page.keyboard.press("j")  # newest first: the last written
+    expect(row(page, notes[2])).to_have_attribute("aria-current", "true")
+    page.page.keyboard.press("v")
+    expect(row(page, notes[2])).to_contain_text("Vetoed")  # redrawn in place
+    expect(row(page, notes[1])).to_be_focused()  # and on to the next note
+    expect(toast(page).get_by_role("button", name="Undo")).to_be_visible()
+    assert Note.objects.get(pk=notes[2].pk).is_vetoed
+    page.page.keyboard.press("Enter")
+    expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/notes/{notes[1].pk}/")
     assert page.errors == []

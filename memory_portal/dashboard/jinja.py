@@ -6,11 +6,14 @@ page's time. It offers the Django filters the row uses, with Django's output: `d
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 
 from django.template import defaultfilters
+from django.utils.html import escape
 from django.utils.timezone import template_localtime
 from jinja2 import Environment, StrictUndefined
+from markupsafe import Markup
 
 # Django's date formats the row uses, written out: `dateformat` builds a formatter object a
 # call, several times a row. Any other format goes to Django's own filter.
@@ -37,12 +40,32 @@ def _linebreaksbr(value) -> str:
     return defaultfilters.linebreaksbr(value, autoescape=True)
 
 
+def marked(value, words) -> Markup:
+    """The text escaped, the searched `words` wrapped in <mark> (any case), line breaks as
+    <br>: the notes table's rows after a text search. Matched on the text itself, then each
+    piece escaped, so a word never matches inside an escaped character."""
+    text = str(value).replace("\r\n", "\n")
+    if words:
+        pattern = "|".join(re.escape(str(w)) for w in sorted(words, key=len, reverse=True))
+        pieces = re.split(f"({pattern})", text, flags=re.IGNORECASE)
+        html = "".join(
+            f"<mark>{escape(piece)}</mark>" if i % 2 else str(escape(piece))
+            for i, piece in enumerate(pieces)
+        )
+    else:
+        html = str(escape(text))
+    return Markup(html.replace("\n", "<br>"))
+
+
 def environment(**options) -> Environment:
     # A name the row is not given is a bug in the caller, not an empty string: fail loudly.
     options["undefined"] = StrictUndefined
     options["keep_trailing_newline"] = True
     env = Environment(**options)
     env.filters.update(
-        date=date_filter, truncatechars=defaultfilters.truncatechars, linebreaksbr=_linebreaksbr
+        date=date_filter,
+        truncatechars=defaultfilters.truncatechars,
+        linebreaksbr=_linebreaksbr,
+        marked=marked,
     )
     return env

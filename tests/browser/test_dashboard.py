@@ -10,7 +10,7 @@ from memory_portal.memory import services
 from memory_portal.memory.models import MemorySetting, Note, Trust
 
 from ..dashboard.conftest import day_log_yesterday, save_fact, write_note, write_notes
-from .conftest import SKIP_REASON, TIMEOUT_MS
+from .conftest import SKIP_REASON, TIMEOUT_MS, axe_violations
 
 expect = pytest.importorskip("playwright.sync_api", reason=SKIP_REASON).expect
 
@@ -246,7 +246,8 @@ PAGES = [
 
 def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatch):
     """The demo data set, as a person sees it, at 1280 and 390 px (tests/browser/screenshots/,
-    git-ignored). Also asserts no console error (a CSP violation would be one) on any page."""
+    git-ignored). Also asserts no console error (a CSP violation would be one) and no axe-core
+    violation on any page."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -274,6 +275,7 @@ def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatc
             # On a phone every table row is a card: the first screens say how it reads, and
             # a full page of 50 cards would only slow the suite down.
             page.screenshot(f"{name}-{px}", full_page=width == "desktop")
+            assert not axe_violations(page.page), (name, px, axe_violations(page.page))
             if width == "phone" and page.page.locator("tr.note-row").count():
                 page.page.locator("tr.note-row").first.screenshot(
                     path=str(page_screenshot_path(f"{name}-{px}-row"))
@@ -281,6 +283,7 @@ def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatc
         login = open_page(None, width)
         login.goto("/login/")
         login.screenshot(f"login-{login.page.viewport_size['width']}")
+        assert not axe_violations(login.page)
         assert page.errors == [] and login.errors == []
 
 
@@ -389,4 +392,23 @@ def test_the_notes_table_takes_the_same_keys(world, open_page):
     assert Note.objects.get(pk=notes[2].pk).is_vetoed
     page.page.keyboard.press("Enter")
     expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/notes/{notes[1].pk}/")
+    assert page.errors == []
+
+
+def test_search_agent_and_date_presets_above_the_table(world, open_page):
+    write_note(world, "The cache warms before the deploy")
+    write_note(world, "Nothing about it")
+    page = open_page(world.member)
+    page.goto("/p/acme-web/")
+    page.page.get_by_role("textbox", name="Search").fill("cache deploy")
+    page.page.get_by_role("button", name="Search").click()
+    expect(page.page.locator("tr.note-row")).to_have_count(1)
+    expect(page.page.locator("tr.note-row mark")).to_have_count(2)
+    page.page.get_by_role("link", name="Today").click()
+    expect(page.page.get_by_role("link", name="Today")).to_have_attribute("aria-current", "true")
+    expect(page.page.locator("tr.note-row")).to_have_count(1)  # the search is kept
+    page.page.get_by_label("Agent").select_option(world.agent2.pk)
+    page.page.get_by_role("button", name="Search").click()
+    expect(page.page.locator("tr.note-row")).to_have_count(0)
+    assert "created_from=" in page.page.url and "q=cache" in page.page.url
     assert page.errors == []

@@ -184,3 +184,23 @@ def test_a_rows_cells_are_the_tables_columns(states, manager_client):
             cells = re.findall(r'<td class="([^"]+)" data-label="([^"]*)">', row)
             assert [css for css, _ in cells] == ["c-select"] + [css for css, _ in header]
             assert [label for _, label in cells][1:] == [label for _, label in header]
+
+
+def test_a_text_search_answers_by_relevance_with_the_words_marked(world, manager_client):
+    from memory_portal.dashboard.jinja import marked
+
+    apart = write_note(world, "The cache of staging is warm; its deploy is slow")
+    phrase = write_note(world, "Deploy the cache before noon")
+    summary = services.note_write(
+        actor=world.as_agent, kind="fact", content="Warm it first", summary="Deploy the cache"
+    ).note
+    write_note(world, "Nothing to see here")
+    html = manager_client.get(f"/p/{SLUG}/?q=deploy+the+cache").content.decode()
+    order = [m for m in re.findall(r'<tr id="note-(mem_\w+)"', html)]
+    assert order == [summary.pk, phrase.pk, apart.pk]
+    assert "<mark>Deploy</mark> <mark>the</mark> <mark>cache</mark> before noon" in html
+    # A sorted column keeps its sort; the marks stay.
+    sorted_html = manager_client.get(f"/p/{SLUG}/?q=cache&sort=created").content.decode()
+    assert re.findall(r'<tr id="note-(mem_\w+)"', sorted_html)[0] == apart.pk
+    # Matched on the text, escaped after: no mark inside an escaped character.
+    assert str(marked("a & b's <amp>", ["amp"])) == "a &amp; b&#x27;s &lt;<mark>amp</mark>&gt;"

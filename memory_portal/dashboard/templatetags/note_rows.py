@@ -31,6 +31,12 @@ def _section_input(section: str) -> SafeString:
     return format_html('<input type="hidden" name="section" value="{}">', section)
 
 
+def _searched(filterset) -> list[str]:
+    """The words of the table's text search (NoteFilter `q`), to mark in each row."""
+    data = getattr(filterset, "data", None) or {}
+    return [w for w in str(data.get("q", "")).split() if len(w) > 1][:10]
+
+
 @register.simple_tag(takes_context=True)
 def note_rows(context, notes) -> SafeString:
     rows = engines["jinja2"].env.get_template("dashboard/note_rows.html")
@@ -55,5 +61,6 @@ def note_rows(context, notes) -> SafeString:
             # Django's own {% csrf_token %}: the page's token, or nothing where there is none.
             csrf_input=_csrf_input.render(context),
             section_input=_section_input(context.get("section_key", "")),
+            words=_searched(context.get("filter")),
         )
     )

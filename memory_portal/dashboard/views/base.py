@@ -256,7 +256,9 @@ def note_table(request, access, queryset, *, fixed: dict | None = None):
     agents = list(access.project.agents.order_by("name"))
     filterset = selectors.NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
     filterset.agent_count = len(agents)
-    table = note_page(request, access, NoteTable(filterset.qs))
+    # A text search answers by relevance (NoteFilter.filter_text) unless a column is sorted.
+    searched = data.get("q", "").strip() and not request.GET.get("sort")
+    table = note_page(request, access, NoteTable(filterset.qs, order_by=() if searched else None))
     return filterset, table
 
 

@@ -3,12 +3,14 @@ rendered with the project's header."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from memory_portal.memory import selectors
@@ -70,7 +72,30 @@ def project_memory(request, access):
         reset_form=ResetForm(project=access.project),
         bulk_actions=BULK_ACTIONS,
         agent_count=filterset.agent_count,
+        quick=_quick_filters(request),
     )
+
+
+def _quick_filters(request) -> dict:
+    """Above the notes table: the search box and the agent (taken out of the Filters card)
+    and the date presets people use, as the table's own `created_from` / `created_to`."""
+    today = timezone.localdate()
+    ranges = [
+        ("Today", today, today),
+        ("Yesterday", today - timedelta(days=1), today - timedelta(days=1)),
+        ("Last 7 days", today - timedelta(days=6), today),
+    ]
+    given = (request.GET.get("created_from", ""), request.GET.get("created_to", ""))
+    presets = [
+        {
+            "label": label,
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "active": given == (start.isoformat(), end.isoformat()),
+        }
+        for label, start, end in ranges
+    ]
+    return {"fields": ("q", "agent"), "presets": presets}
 
 
 @project_page

@@ -12,7 +12,7 @@ from datetime import datetime, time, timedelta
 
 import django_filters
 from django import forms
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from ..audit_actions import AuditAction
@@ -130,13 +130,22 @@ class NoteFilter(django_filters.FilterSet):
         return sum(1 for name in self.filters if self.data.get(name))
 
     def filter_text(self, queryset, name, value):
+        """Every word, in the text or the summary (or the note's id); ordered by relevance —
+        the whole phrase in the summary, then in the text, then the words apart — newest
+        first within each (a table sorted by a column keeps that sort)."""
+        value = value.strip()
         if not value:
             return queryset
         for word in value.split():
             queryset = queryset.filter(
                 Q(content__icontains=word) | Q(summary__icontains=word) | Q(id__iexact=word)
             )
-        return queryset
+        relevance = Case(
+            When(summary__icontains=value, then=Value(3)),
+            When(content__icontains=value, then=Value(2)),
+            default=Value(1),
+        )
+        return queryset.alias(relevance=relevance).order_by("-relevance", "-created_at", "-id")
 
     def filter_agent(self, queryset, name, value):
         if not value:

@@ -165,11 +165,12 @@
     if (!document.querySelector("[data-shortcuts]")) return;
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
     var key = event.key;
+    // j / k move the focus with the highlight: Enter then opens that note.
     if (key === "j") {
-      highlight(current + 1);
+      focusRow(current + 1);
       event.preventDefault();
     } else if (key === "k") {
-      highlight(current < 0 ? 0 : current - 1);
+      focusRow(current < 0 ? 0 : current - 1);
       event.preventDefault();
     } else if (key === "?") {
       keysDialog();

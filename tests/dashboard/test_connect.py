@@ -114,3 +114,20 @@ def test_keys_revoked_agents_renamed_and_retired_on_the_agents_page(world, manag
     fresh = Agent.objects.get(name="Fresh")
     assert fresh.application.slug == "storefront"
     assert created.status_code == 302 and created["Location"] == f"/p/{SLUG}/agents/{fresh.pk}/"
+
+
+def test_the_connect_and_agent_pages_do_not_grow_with_agents_or_keys(world, manager_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count(path):
+        with CaptureQueriesContext(connection) as queries:
+            assert manager_client.get(path).status_code == 200
+        return len(queries)
+
+    agent_page = f"/p/{SLUG}/agents/{world.agent.pk}/"
+    few = count(CONNECT), count(agent_page)
+    for i in range(8):
+        services.agent_create(actor=None, project=world.project, name=f"Extra {i}", stage="review")
+        services.key_create(actor=world.as_manager, agent=world.agent, label=f"Key {i}")
+    assert (count(CONNECT), count(agent_page)) == few

@@ -60,3 +60,18 @@ def test_labels_are_gated_and_tokens_are_ones_own(world, manager_client, member_
     member_client.post(f"/tokens/{token.prefix}/revoke/")
     assert ApiToken.objects.get(pk=token.pk).revoked_at is None
     assert "mine" not in member_client.get(PAGE).content.decode()
+
+
+def test_the_tokens_page_does_not_grow_with_tokens(world, manager_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count():
+        with CaptureQueriesContext(connection) as queries:
+            assert manager_client.get(PAGE).status_code == 200
+        return len(queries)
+
+    few = count()
+    for i in range(8):
+        services.token_create(actor=None, user=world.manager, label=f"script {i}")
+    assert count() == few <= 4

@@ -406,7 +406,8 @@ class DemoLoader(Curation, Backdating):
 
     # -- everything --
 
-    def load(self) -> list[Project]:
+    def load(self, progress=None) -> list[Project]:
+        """`progress` (memory.progress.Progress): one step a project, and the back-dating."""
         self.commits = build_repository(self.repo_dir, self.scenario)
         states = []
         for index, spec in enumerate(self.scenario.projects):
@@ -429,8 +430,12 @@ class DemoLoader(Curation, Backdating):
             if spec.slug == DISABLED_PROJECT:
                 self.finish_legacy(state)
             states.append(state)
+            if progress is not None:
+                progress.update()
         projects = [s.project for s in states]
         self.backdate(projects)
+        if progress is not None:
+            progress.update()
         return projects
 
 

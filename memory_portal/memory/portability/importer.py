@@ -4,7 +4,7 @@ project's lock, inserting only what is not there yet, ids kept or remapped stabl
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -59,7 +59,11 @@ def _remapped_id(old: str, project_slug: str) -> str:
 
 
 def project_import(
-    *, actor: Actor | None, lines: Iterable[str], project_slug: str | None = None
+    *,
+    actor: Actor | None,
+    lines: Iterable[str],
+    project_slug: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ImportReport:
     """Import an export: the whole file is validated first (ImportInvalid lists every bad
     line; nothing is written), then one transaction under the project's lock inserts what is
@@ -67,9 +71,12 @@ def project_import(
     names, ids are kept; into another (`project_slug`), every id is remapped, stably. Users
     are matched by username (none: left empty); repositories by slug; runs are not part of
     the format, so the notes keep their run ids as text (producer status `unknown`).
-    Superusers only (`actor=None` is the operator running the command)."""
+    Superusers only (`actor=None` is the operator running the command). `progress` is told
+    each phase as it starts (the command prints it)."""
+    say = progress or (lambda _phase: None)
     if actor is not None:
         require_administrator(actor, "import a project")
+    say("reading and checking the file")
     records, errors = parse(lines)
     check(records, errors)
     header = next((r for _, r in records if isinstance(r, fmt.HeaderLine)), None)
@@ -100,8 +107,10 @@ def project_import(
             if n.kind != Kind.DAY
         )
     )
+    say(f"checked {len(records):,} lines; computing the vectors of {len(texts):,} notes")
     blobs, provider = embed_texts(texts)
     vectors = {t: b for t, b in zip(texts, blobs, strict=True) if b is not None}
+    say("writing, in one transaction")
 
     with transaction.atomic():
         project = Project.objects.filter(slug=slug).first()

@@ -39,6 +39,7 @@ from memory_portal.memory.models import (
     Trust,
     expired_q,
 )
+from memory_portal.memory.progress import Progress
 
 DEMO_USER = "demo"
 LOGIN_URL = "http://127.0.0.1:8000/"
@@ -94,7 +95,9 @@ class Command(BaseCommand):
                 # walkthroughs stay valid.
                 rng=random.Random(SCENARIO.seed),
             )
-            loader.load()
+            steps = len(SCENARIO.projects) + 1  # each project, then the back-dating
+            with Progress("loading the demo", total=steps, unit="step", stream=self.stderr) as bar:
+                loader.load(progress=bar)
         if DEMO_USER in created:
             self.stdout.write(
                 f"Dashboard login: {LOGIN_URL}  user: {DEMO_USER}  password: {password}"

@@ -11,6 +11,7 @@ from django.db import DatabaseError
 from memory_portal.memory.models import Project
 from memory_portal.memory.portability import project_export
 from memory_portal.memory.portability.export import ExportFailed
+from memory_portal.memory.progress import Progress
 
 
 class Command(BaseCommand):
@@ -24,14 +25,17 @@ class Command(BaseCommand):
         if target is None:
             raise CommandError(f"No project {project!r}.")
         last, written = "", 0
+        progress = Progress(f"exporting {target.slug}", unit="line", stream=self.stderr)
         try:
             for line in project_export(actor=None, project=target):
                 self.stdout.write(line, ending="")
                 last, written = line, written + 1
+                progress.update()
         except (ExportFailed, DatabaseError) as exc:
             raise CommandError(
                 f"the export failed after {written} lines ({type(exc.__cause__ or exc).__name__})"
                 "; the output is incomplete: export again."
             ) from exc
+        progress.close()
         if json.loads(last).get("type") != "end":
             raise CommandError(f"the export ended after {written} lines without its end line.")

@@ -19,13 +19,23 @@ class Command(BaseCommand):
 
     def handle(self, *args, file: str, project: str | None, **options):
         import sys
+        import time
+
+        started = time.monotonic()
+
+        def say(phase: str) -> None:  # progress on stderr: stdout is the report
+            self.stderr.write(f"[{time.monotonic() - started:6.1f} s] {phase}")
 
         try:
             if file == "-":
-                report = project_import(actor=None, lines=sys.stdin, project_slug=project)
+                report = project_import(
+                    actor=None, lines=sys.stdin, project_slug=project, progress=say
+                )
             else:
                 with open(file, encoding="utf-8") as handle:
-                    report = project_import(actor=None, lines=handle, project_slug=project)
+                    report = project_import(
+                        actor=None, lines=handle, project_slug=project, progress=say
+                    )
         except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc.strerror}.") from exc
         except ImportInvalid as exc:

@@ -11,6 +11,12 @@ from memory_portal.memory.models import Project
 from memory_portal.memory.tokens import token_authenticate
 
 
+def bearer_value(request) -> str:
+    """The value of `Authorization: Bearer <value>` ("" for no or another scheme)."""
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    return raw.strip() if scheme.lower() == "bearer" else ""
+
+
 class BearerAuth(HttpBearer):
     openapi_description = (
         "A run token (mp_…, an agent run: the tools, v1 and /mcp) or a person's token (the "
@@ -21,13 +27,13 @@ class BearerAuth(HttpBearer):
         header = request.headers.get("Authorization", "")
         if not header:
             raise MemoryPortalError("auth_required", "This route needs a bearer token.")
-        scheme, _, raw = header.partition(" ")
-        if scheme.lower() != "bearer" or not raw.strip():
+        raw = bearer_value(request)
+        if not raw:
             raise MemoryPortalError(
                 "auth_invalid",
                 "The Authorization header must be 'Bearer <token>'.",
             )
-        return self.authenticate(request, raw.strip())
+        return self.authenticate(request, raw)
 
     def authenticate(self, request, token: str) -> Actor:
         api_token = token_authenticate(token)

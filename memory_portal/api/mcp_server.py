@@ -36,7 +36,7 @@ from memory_portal.memory.validation import TASK_KEY_MAX
 
 from . import tools as http_tools
 from . import v1
-from .auth import BearerAuth, agent_only
+from .auth import BearerAuth, agent_only, bearer_value
 from .calls import MCP, Operation, as_json, perform
 
 logger = logging.getLogger("memory_portal.api")
@@ -300,7 +300,7 @@ def _answer(actor: Actor, request: HttpRequest, session: str | None = None) -> H
 def mcp_view(request: HttpRequest) -> HttpResponse:
     """The MCP endpoint. Authenticates first: no session starts without a live run token or
     agent key. A run token's requests are stateless; an agent key's session is one run."""
-    if is_agent_key(_bearer(request)):
+    if is_agent_key(bearer_value(request)):
         return _key_session(request)
     try:
         actor = agent_only(BearerAuth()(request))
@@ -315,11 +315,6 @@ def mcp_view(request: HttpRequest) -> HttpResponse:
 
 SESSION_HEADER = "Mcp-Session-Id"
 TASK_HEADER = "X-Memory-Task"
-
-
-def _bearer(request: HttpRequest) -> str:
-    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
-    return raw.strip() if scheme.lower() == "bearer" else ""
 
 
 def _initialize_client(body: bytes) -> str | None:
@@ -350,7 +345,7 @@ def _key_session(request: HttpRequest) -> HttpResponse:
     MEMORY_PORTAL_MCP_IDLE_MINUTES. An unknown or ended session is a 404: the client starts
     a new one."""
     try:
-        key = key_authenticate(_bearer(request))
+        key = key_authenticate(bearer_value(request))
     except MemoryPortalError as exc:
         return _unauthenticated(exc)
     session = request.headers.get(SESSION_HEADER, "").strip()
@@ -379,7 +374,10 @@ def _key_session(request: HttpRequest) -> HttpResponse:
             f"its {SESSION_HEADER}.",
             "Let the MCP client connect; it sends the session id by itself.",
         )
-    task_key = request.headers.get(TASK_HEADER, "").strip() or client.strip()[:TASK_KEY_MAX]
+    # The header is the caller's own choice (refused when it is no task key); the client's
+    # name is the software's, so only its visible characters are kept.
+    fallback = "".join(c for c in client if c.isprintable()).strip()[:TASK_KEY_MAX]
+    task_key = request.headers.get(TASK_HEADER, "").strip() or fallback
     try:
         run, session = services.mcp_session_open(key=key, task_key=task_key)
     except MemoryPortalError as exc:

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from ..access import require_member
 from ..actors import Actor
-from ..models import Agent, Kind, Note, Project, RecallDay, Status, Trust, expired_q, vetoed_q
-from .filters import PEOPLE
+from ..models import Agent, Note, Project, RecallDay, Status, Trust, vetoed_q
+from .filters import PEOPLE, NoteFilter
 from .projects import project_counts
 from .review import REVIEW_SECTIONS
 
@@ -126,43 +126,34 @@ def project_overview(*, actor: Actor, project: Project, now: datetime | None = N
         for d in days
     ]
 
-    # 3: the review queue's first section (awaiting review), by the day it was written.
+    # 3: the review queue's first section (awaiting review), by the day it was written: each
+    # bar counts exactly what its link lists (the section's filters and the age's dates).
     awaiting = REVIEW_SECTIONS[0].filters
     week, month = today - timedelta(days=7), today - timedelta(days=30)
     ages = [
-        ("today", "Today", {"created_from": today}),
-        ("week", "1–7 days", {"created_from": week, "created_to": today - timedelta(days=1)}),
-        ("month", "8–30 days", {"created_from": month, "created_to": week - timedelta(days=1)}),
-        ("older", "Older", {"created_to": month - timedelta(days=1)}),
+        ("Today", {"created_from": today}),
+        ("1–7 days", {"created_from": week, "created_to": today - timedelta(days=1)}),
+        ("8–30 days", {"created_from": month, "created_to": week - timedelta(days=1)}),
+        ("Older", {"created_to": month - timedelta(days=1)}),
     ]
 
-    def in_age(bounds: dict) -> Q:
+    def dated(bounds: dict) -> Q:
+        """The bounds as NoteFilter's own date filters look them up."""
         q = Q()
-        if "created_from" in bounds:
-            q &= Q(created_at__date__gte=bounds["created_from"])
-        if "created_to" in bounds:
-            q &= Q(created_at__date__lte=bounds["created_to"])
+        for name, value in bounds.items():
+            date_filter = NoteFilter.base_filters[name]
+            q &= Q(**{f"{date_filter.field_name}__{date_filter.lookup_expr}": value})
         return q
 
-    pending = notes.filter(status=Status.ACTIVE, trust=Trust.LEARNED).exclude(kind=Kind.DAY)
-    pending = pending.exclude(expired_q(now))
+    pending = NoteFilter(awaiting, queryset=notes, project=project, agents=()).qs
     counted = pending.aggregate(
-        **{key: Count("id", filter=in_age(bounds)) for key, _label, bounds in ages}
+        **{f"age{i}": Count("id", filter=dated(bounds)) for i, (_l, bounds) in enumerate(ages)}
     )
     backlog = [
-        Bar(
-            label,
-            [
-                Part(
-                    "awaiting",
-                    "Awaiting review",
-                    counted[key],
-                    {**awaiting, **{k: v.isoformat() for k, v in bounds.items()}},
-                )
-            ],
-        )
-        for key, label, bounds in ages
-    ]
+        Bar(label, [Part("awaiting", "Awaiting review", counted[f"age{i}"],
+                         {**awaiting, **{k: v.isoformat() for k, v in bounds.items()}})])
+        for i, (label, bounds) in enumerate(ages)
+    ]  # fmt: skip
 
     # 4: recalls per day (counted as they happen) and the notes recalled most.
     recalled = {

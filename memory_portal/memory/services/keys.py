@@ -17,11 +17,11 @@ from .. import tokens
 from ..access import require_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..errors import MemoryPortalError, invalid
+from ..errors import invalid
 from ..models import Agent, AgentKey, Run, RunStatus
 from ..validation import NAME_MAX, require_name
 from ._common import audit
-from .runs import RunFields, run_create, run_update, token_create
+from .runs import RunFields, require_active_agent, run_create, run_update, token_create
 
 KEY_LABEL_MAX = 100
 
@@ -68,19 +68,10 @@ def agent_retire(*, actor: Actor, agent: Agent) -> Agent:
     return agent
 
 
-def _require_active(agent: Agent) -> None:
-    if agent.retired_at is not None:
-        raise MemoryPortalError(
-            "memory_forbidden",
-            f"Agent {agent.pk} is retired; it starts no runs and takes no new keys.",
-            hint="Create a new agent for new work.",
-        )
-
-
 def key_create(*, actor: Actor, agent: Agent, label: str) -> tuple[AgentKey, str]:
     """A new key of `agent`; its plaintext is returned once and never stored (nor audited)."""
     require_manager(actor, agent.project)
-    _require_active(agent)
+    require_active_agent(agent)
     label = require_name("label", label, max_len=KEY_LABEL_MAX)
     plaintext, prefix, secret_hash = tokens.generate(tokens.KEY_PREFIX)
     with transaction.atomic():
@@ -127,7 +118,6 @@ def key_run_start(
     key's agent and its token, as an orchestrator's `run_start` makes them: every run rule
     holds. The run is audited as the agent's, naming the key."""
     agent = key.agent
-    _require_active(agent)
     if parent_id:
         parent = Run.objects.filter(pk=parent_id, project_id=agent.project_id).first()
         if parent is None:

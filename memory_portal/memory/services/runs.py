@@ -55,6 +55,16 @@ def agent_create(
     return agent
 
 
+def require_active_agent(agent: Agent) -> None:
+    """A retired agent starts no runs and takes no new keys (its notes and runs stay)."""
+    if agent.retired_at is not None:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            f"Agent {agent.pk} is retired; it starts no runs and takes no new keys.",
+            hint="Create a new agent for new work.",
+        )
+
+
 def run_create(
     *,
     actor: Actor | None,
@@ -71,12 +81,7 @@ def run_create(
     no runs. `audited=False`: the caller records the start itself (services.keys)."""
     if actor is not None:
         require_manager(actor, agent.project)
-    if agent.retired_at is not None:
-        raise MemoryPortalError(
-            "memory_forbidden",
-            f"Agent {agent.pk} is retired; it starts no runs.",
-            hint="Create a new agent for new work.",
-        )
+    require_active_agent(agent)
     if parent is not None and parent.project_id != agent.project_id:
         raise invalid("parentRunId", "The parent run belongs to another project.")
     task_key = gate("taskKey", task_key or "", max_len=TASK_KEY_MAX, line=True, required=False)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from django.test import Client
+from django.contrib.messages.storage.fallback import FallbackStorage
+from django.test import Client, RequestFactory
+
+from memory_portal.dashboard.views.base import person_view
+from memory_portal.memory.errors import MemoryPortalError
 
 from .conftest import client_for, write_note
 
@@ -38,3 +42,32 @@ def test_the_api_keeps_its_envelope_without_csrf(world):
     client = Client(enforce_csrf_checks=True)
     response = client.post("/api/tools/memory_status", content_type="application/json")
     assert response.status_code == 401 and response.json()["error"]["code"] == "auth_required"
+
+
+def _refusing_view(request):
+    raise MemoryPortalError("memory_superseded", "The note changed meanwhile.", hint="Reload it.")
+
+
+def test_a_refusal_no_view_expected_is_a_page_a_message_or_a_toast(world):
+    view = person_view(_refusing_view)
+    factory = RequestFactory()
+
+    page = factory.get("/p/acme-web/somewhere/")
+    page.user, page.htmx = world.member, False
+    response = view(page)
+    body = response.content.decode()
+    assert response.status_code == 409
+    assert "The note changed meanwhile." in body and "Reload it." in body
+
+    form = factory.post("/p/acme-web/x/", {"next": "/p/acme-web/review/"})
+    form.user, form.htmx, form.session = world.member, False, {}
+    form._messages = FallbackStorage(form)
+    response = view(form)
+    assert response.status_code == 302 and response["Location"] == "/p/acme-web/review/"
+    assert [str(m) for m in form._messages] == ["The note changed meanwhile. Reload it."]
+
+    htmx = factory.post("/p/acme-web/x/")
+    htmx.user, htmx.htmx = world.member, True
+    response = view(htmx)
+    assert response.status_code == 200 and response["HX-Reswap"] == "none"
+    assert "The note changed meanwhile." in response["HX-Trigger"]

@@ -67,11 +67,12 @@ def person_view(view: Callable) -> Callable:
             return view(request, *args, **kwargs)
         except MemoryPortalError as err:
             not_found_edge(err)
-            # A refusal no view expected: say it plainly rather than fail.
-            if request.htmx:
-                return error_toast(err.message, err.hint)
-            context = {"error": err}
-            return render(request, "dashboard/refused.html", context, status=err.status)
+            # A refusal no view expected: say it plainly rather than fail — a toast over
+            # htmx, a message on the page a form came from, else a page of its own.
+            back = safe_next(request)
+            if request.htmx or (request.method == "POST" and back):
+                return refusal(request, err, to=back)
+            return render(request, "dashboard/refused.html", {"error": err}, status=err.status)
 
     return wrapper
 
@@ -158,12 +159,17 @@ def next_url(request, access: selectors.ProjectAccess) -> str:
 def back_to(request, slug: str) -> str:
     """Where a no-JavaScript POST returns: the page it came from — a path on this site. Not
     a bare word either: `redirect()` would look it up as a URL name (and fail, or go there)."""
+    return safe_next(request) or reverse("dashboard:project", args=[slug])
+
+
+def safe_next(request) -> str:
+    """The request's `next` when it is a path on this site, else ''."""
     candidate = request.POST.get("next") or request.GET.get("next") or ""
     if candidate.startswith("/") and url_has_allowed_host_and_scheme(
         candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return candidate
-    return reverse("dashboard:project", args=[slug])
+    return ""
 
 
 def toast(response: HttpResponse, level: str, message: str, hint: str = "") -> HttpResponse:

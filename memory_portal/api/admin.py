@@ -4,7 +4,6 @@ repositories and links, agents, runs and their tokens. User tokens only."""
 
 from __future__ import annotations
 
-from django.http import JsonResponse
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
@@ -445,8 +444,6 @@ def project_export(request, project_id: str):
 
 # --- Import -----------------------------------------------------------------------------------
 
-IMPORT_PROBLEMS_SHOWN = 200
-
 
 class ImportQuery(Schema):
     project: str | None = Field(
@@ -456,39 +453,22 @@ class ImportQuery(Schema):
     )
 
 
-def _import_refused(problems: list[tuple[int | None, str]]) -> JsonResponse:
-    shown = [{"line": n or None, "message": m} for n, m in problems[:IMPORT_PROBLEMS_SHOWN]]
-    more = len(problems) - len(shown)
-    refusal = MemoryPortalError(
-        "memory_invalid",
-        f"{len(problems)} problem(s) in the file; nothing was imported"
-        + (f" (the first {len(shown)} are listed)." if more else "."),
-        hint="Fix the listed lines and send the whole file again.",
-        field="body",
-    )
-    return json_error(refusal, lines=shown)
-
-
 @router.post("/import", response=responses({200: s.ImportOut}), url_name="admin-import")
 def project_import(request, params: Query[ImportQuery]):
     """Import a project's memory from an export: the NDJSON file as the request body
     (`application/x-ndjson`, up to MEMORY_PORTAL_IMPORT_MAX_BYTES, 32 MB by default). The whole
     file is checked first — a 400 lists every bad line and nothing is written; caps and the
     secret scan apply; importing the same file twice changes nothing. Superusers."""
-    from memory_portal.memory.portability import ImportInvalid
+    from memory_portal.memory.portability import ImportInvalid, decoded_lines
     from memory_portal.memory.portability import project_import as import_lines
 
     actor = person(request)
-    lines: list[str] = []
-    for number, raw in enumerate(request, start=1):  # the body, line by line, unparsed
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            return _import_refused([(number, "not UTF-8 text")])
     try:
+        lines = decoded_lines(request)  # the body, line by line, unparsed
         report = import_lines(actor=actor, lines=lines, project_slug=params.project)
     except ImportInvalid as exc:
-        return _import_refused(exc.errors)
+        problems = [{"line": number, "message": message} for number, message in exc.shown()]
+        return json_error(exc.refusal(), lines=problems)
     return {
         "project": report.project,
         "createdProject": report.created_project,

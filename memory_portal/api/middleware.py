@@ -73,7 +73,8 @@ class RejectNulMiddleware:
         return self.get_response(request)
 
 
-IMPORT_PATH = "/api/admin/import"
+# A whole project's export: the admin API's import and the dashboard's (read line by line).
+IMPORT_PATHS = {"/api/admin/import", "/import/check/", "/import/run/"}
 
 
 class RequestSizeLimitMiddleware:
@@ -92,7 +93,7 @@ class RequestSizeLimitMiddleware:
 
     def __call__(self, request):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if request.path == IMPORT_PATH:  # a whole project's export; read line by line
+        if request.path in IMPORT_PATHS:
             limit = settings.MEMORY_PORTAL_IMPORT_MAX_BYTES
         if limit is None:
             return self.get_response(request)

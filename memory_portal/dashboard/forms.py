@@ -184,7 +184,6 @@ class AgentForm(forms.Form):
         self.fields["application"].choices = application_choices(applications)
 
 
-
 class TokenForm(forms.Form):
     """A person's own API token: a label and how long it lasts."""
 
@@ -199,3 +198,23 @@ class TokenForm(forms.Form):
     )
     expires = forms.ChoiceField(label="Expires after", choices=EXPIRY_DAYS, required=False)
     read_only = forms.BooleanField(label="Read-only (reads, no changes)", required=False)
+
+
+class ImportForm(forms.Form):
+    """An export file to check, then import (administrators): into the project it names, or
+    into another (a copy with new ids)."""
+
+    file = forms.FileField(
+        label="Export file (.jsonl)",
+        help_text="A file written by Download export, memory_export or the admin API.",
+    )
+    project = forms.RegexField(
+        label="Into project (optional)",
+        regex=r"^[-a-zA-Z0-9_]{1,64}$",
+        required=False,
+        strip=True,
+        max_length=64,
+        error_messages={"invalid": "A project id: letters, digits, - and _, at most 64."},
+        help_text="Empty: the project the file names, its ids kept (a restore). Another id "
+        "makes a copy with new ids; a project of that id is created if there is none.",
+    )

@@ -63,6 +63,9 @@ project_urls = [
 urlpatterns = [
     path("", views.projects, name="projects"),
     path("audit/", views.audit, name="audit"),
+    path("import/", views.import_page, name="import"),
+    path("import/check/", views.import_check, name="import-check"),
+    path("import/run/", views.import_run, name="import-run"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<str:prefix>/revoke/", views.token_revoke, name="token-revoke"),
     path("p/<slug:slug>/", include(project_urls)),

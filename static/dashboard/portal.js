@@ -286,6 +286,89 @@
     document.querySelectorAll("[data-select-all]").forEach(function (box) { box.checked = false; });
     refresh();
   });
+  // --- Import: the file sent, then the server's phases (one JSON object a line) on the bar ---
+  function importProgress(form, url) {
+    var box = document.getElementById("import-progress");
+    var report = document.getElementById("import-report");
+    if (!box || !report || !window.XMLHttpRequest || !window.FormData) return false;
+    var bar = box.querySelector("progress");
+    var label = box.querySelector("p");
+    var buttons = document.querySelectorAll("[data-import-form] button, [data-import-run]");
+    function set(value, text) {
+      bar.value = Math.round(value);
+      label.textContent = text;
+    }
+    function show(html) {
+      report.innerHTML = html;
+      if (window.htmx) window.htmx.process(report);
+      var heading = report.querySelector("h2");
+      if (heading) { heading.setAttribute("tabindex", "-1"); heading.focus(); }
+    }
+    function finish() {
+      buttons.forEach(function (b) { b.disabled = false; });
+    }
+    function onEvent(e) {
+      if (e.phase === "checked") {
+        set(25, "Checked " + e.lines.toLocaleString() + " lines" +
+          (e.vectors ? "; computing the vectors of " + e.vectors.toLocaleString() + " notes…" : "; writing…"));
+      } else if (e.phase === "vectors") {
+        set(25 + 65 * e.done / e.total, "Vectors: " + e.done.toLocaleString() + " of " + e.total.toLocaleString() + " notes");
+      } else if (e.phase === "writing") {
+        set(92, "Writing, in one transaction…");
+      } else if (e.phase === "done") {
+        set(100, "Imported.");
+        show(e.html);
+      } else if (e.phase === "failed") {
+        set(bar.value, "Nothing was imported.");
+        show(e.html);
+      }
+    }
+    var seen = 0;
+    function read(xhr) {
+      if ((xhr.getResponseHeader("Content-Type") || "").indexOf("application/x-ndjson") !== 0) return;
+      var text = xhr.responseText;
+      var end = text.lastIndexOf("\n");
+      if (end < seen) return;
+      text.slice(seen, end).split("\n").forEach(function (line) {
+        if (line.trim()) onEvent(JSON.parse(line));
+      });
+      seen = end + 1;
+    }
+    var xhr = new XMLHttpRequest();
+    xhr.open("POST", url);
+    xhr.setRequestHeader("X-Import-Progress", "ndjson");
+    xhr.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) set(20 * e.loaded / e.total, "Sending the file: " + Math.round(100 * e.loaded / e.total) + "%");
+    });
+    xhr.addEventListener("progress", function () { read(xhr); });
+    xhr.addEventListener("load", function () {
+      read(xhr);
+      if ((xhr.getResponseHeader("Content-Type") || "").indexOf("text/html") === 0) {
+        box.hidden = true; // refused before the import began: the report says why
+        show(xhr.responseText);
+      }
+      finish();
+    });
+    xhr.addEventListener("error", function () {
+      set(bar.value, "The connection was lost.");
+      toast({ level: "error", message: "Network error: the import's answer did not arrive. Check the project before importing again (importing twice changes nothing)." });
+      finish();
+    });
+    buttons.forEach(function (b) { b.disabled = true; });
+    box.hidden = false;
+    set(0, "Sending the file…");
+    report.innerHTML = "";
+    xhr.send(new FormData(form));
+    return true;
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var button = event.submitter;
+    if (!form.matches("[data-import-form]") || !button || !button.hasAttribute("data-import-run")) return;
+    if (importProgress(form, button.formAction)) event.preventDefault();
+  });
+
   // --- Copy buttons: [data-copy="element id"] copies that element's text ------------------
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-copy]");

@@ -17,6 +17,7 @@ from .controls import (
     project_delete,
     project_export,
 )
+from .imports import import_check, import_page, import_run
 from .pages import (
     agent_detail,
     agent_recall_preview,
@@ -38,6 +39,9 @@ __all__ = [
     "connect",
     "key_seen",
     "agent_detail",
+    "import_check",
+    "import_page",
+    "import_run",
     "agent_fact_save",
     "agent_recall_preview",
     "agent_routine",

@@ -6,12 +6,14 @@ checks.py reads and checks a whole file; importer.py writes a checked file."""
 from .checks import ImportInvalid
 from .export import project_export
 from .format import FORMAT, VERSION, json_schema
-from .importer import ImportReport, project_import
+from .importer import ImportJob, ImportReport, decoded_lines, project_import
 
 __all__ = [
     "FORMAT",
     "VERSION",
+    "decoded_lines",
     "ImportInvalid",
+    "ImportJob",
     "ImportReport",
     "json_schema",
     "project_export",

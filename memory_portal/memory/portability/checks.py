@@ -45,11 +45,27 @@ from .format import (
 
 
 class ImportInvalid(Exception):
-    """The file was refused before anything was written; `errors` is every bad line."""
+    """The file was refused before anything was written; `errors` is every bad line, as
+    `(line number or None for the file as a whole, message)`."""
 
-    def __init__(self, errors: list[tuple[int, str]]):
+    SHOWN = 200  # problems listed in an answer (the API's, the dashboard's)
+
+    def __init__(self, errors: list[tuple[int | None, str]]):
         super().__init__(f"{len(errors)} bad line(s)")
         self.errors = errors
+
+    def shown(self) -> list[tuple[int | None, str]]:
+        return [(number or None, message) for number, message in self.errors[: self.SHOWN]]
+
+    def refusal(self) -> MemoryPortalError:
+        count, shown = len(self.errors), min(len(self.errors), self.SHOWN)
+        return MemoryPortalError(
+            "memory_invalid",
+            f"{count} problem(s) in the file; nothing was imported"
+            + (f" (the first {shown} are listed)." if count > shown else "."),
+            hint="Fix the listed lines and send the whole file again.",
+            field="body",
+        )
 
 
 def parse(lines: Iterable[str]) -> tuple[list[tuple[int, BaseModel]], list[tuple[int, str]]]:
@@ -163,9 +179,12 @@ def _in_file_problems(records: list[tuple[int, BaseModel]]) -> Iterator[tuple[in
             continue
         for number, r in same:
             if r.status == Status.ACTIVE and not _refused(r):
-                yield number, (
-                    f"content: live again, though line {refused[0]} says a person forgot, "
-                    "rejected or vetoed the same content"
+                yield (
+                    number,
+                    (
+                        f"content: live again, though line {refused[0]} says a person forgot, "
+                        "rejected or vetoed the same content"
+                    ),
                 )
 
 

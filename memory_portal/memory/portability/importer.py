@@ -4,7 +4,7 @@ project's lock, inserting only what is not there yet, ids kept or remapped stabl
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -58,91 +58,142 @@ def _remapped_id(old: str, project_slug: str) -> str:
     return f"{prefix}_{tail}"
 
 
-def project_import(
-    *,
-    actor: Actor | None,
-    lines: Iterable[str],
-    project_slug: str | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ImportReport:
-    """Import an export: the whole file is validated first (ImportInvalid lists every bad
-    line; nothing is written), then one transaction under the project's lock inserts what is
-    not there yet — importing the same file twice changes nothing. Into the project the file
-    names, ids are kept; into another (`project_slug`), every id is remapped, stably. Users
-    are matched by username (none: left empty); repositories by slug; runs are not part of
-    the format, so the notes keep their run ids as text (producer status `unknown`).
-    Superusers only (`actor=None` is the operator running the command). `progress` is told
-    each phase as it starts (the command prints it)."""
-    say = progress or (lambda _phase: None)
-    if actor is not None:
-        require_administrator(actor, "import a project")
-    say("reading and checking the file")
-    records, errors = parse(lines)
-    check(records, errors)
-    header = next((r for _, r in records if isinstance(r, fmt.HeaderLine)), None)
-    if header is not None and not errors:
-        # Only a file whose every value passed the gate is looked up in the database (a NUL in
-        # a username would fail the query itself).
-        errors.extend(_credit_problems(records, project_slug or header.project))
-    if errors:
-        raise ImportInvalid(sorted(errors))
-    slug = project_slug or header.project
-    remap = slug != header.project
+VECTOR_BATCH = 64  # notes embedded per step of ImportJob.embed
 
-    def new_id(old: str | None) -> str | None:
-        return _remapped_id(old, slug) if remap and old else old
 
-    report = ImportReport(project=slug, remapped=remap)
-    by_type: dict[type, list] = {}
-    for _, r in records:
-        by_type.setdefault(type(r), []).append(r)
-    from ..services.change import project_change
-    from ..services.vectors import embed_texts, note_text
+class ImportJob:
+    """An import in its three phases, so that a caller can show progress between them:
+    the constructor reads and checks the whole file (ImportInvalid lists every bad line;
+    nothing is written), `embed()` computes the notes' vectors before any lock is taken,
+    yielding `(done, total)` after each batch, and `write()` inserts what is not there yet in
+    one transaction under the project's lock. Superusers only (`actor=None` is the operator
+    running a command)."""
 
-    # The notes' vectors, computed before the transaction (never under the project's lock).
-    texts = list(
-        dict.fromkeys(
-            note_text(n.summary, n.content)
-            for n in by_type.get(fmt.NoteLine, [])
-            if n.kind != Kind.DAY
+    def __init__(self, *, actor: Actor | None, lines: Iterable[str], project_slug: str | None):
+        if actor is not None:
+            require_administrator(actor, "import a project")
+        self.actor = actor
+        records, errors = parse(lines)
+        check(records, errors)
+        header = next((r for _, r in records if isinstance(r, fmt.HeaderLine)), None)
+        if header is not None and not errors:
+            # Only a file whose every value passed the gate is looked up in the database (a
+            # NUL in a username would fail the query itself).
+            errors.extend(_credit_problems(records, project_slug or header.project))
+        if errors:
+            raise ImportInvalid(sorted(errors))
+        self.header = header
+        self.slug = project_slug or header.project
+        self.remap = self.slug != header.project
+        self.line_count = len(records)
+        self.by_type: dict[type, list] = {}
+        for _, r in records:
+            self.by_type.setdefault(type(r), []).append(r)
+        self.vectors: tuple[dict[str, bytes], str] = ({}, "")
+        from ..services.vectors import current_provider, note_text
+
+        self._texts = list(
+            dict.fromkeys(
+                note_text(n.summary, n.content)
+                for n in self.by_type.get(fmt.NoteLine, [])
+                if n.kind != Kind.DAY
+            )
         )
-    )
-    say(f"checked {len(records):,} lines; computing the vectors of {len(texts):,} notes")
-    blobs, provider = embed_texts(texts)
-    vectors = {t: b for t, b in zip(texts, blobs, strict=True) if b is not None}
-    say("writing, in one transaction")
+        self._embedder = current_provider() if self._texts else None
+        self.to_embed = len(self._texts) if self._embedder is not None else 0  # vectors to compute
 
-    with transaction.atomic():
-        project = Project.objects.filter(slug=slug).first()
-        if project is None:
-            source = by_type[fmt.ProjectLine][0]
-            project = Project.objects.create(
-                slug=slug, name=source.name, created_at=source.createdAt
-            )
-            MemorySetting.objects.create(
-                project=project, enabled=by_type[fmt.SettingLine][0].enabled
-            )
-            report.created_project = True
-        with project_change(project, actor=actor) as change:
-            _import_rows(project, by_type, new_id, report, vectors=(vectors, provider))
-            if sum(report.counts.values()):
-                change.changed(
-                    wrote_note=bool(report.counts.get("note")),
-                    **counters.recounted(project.pk),
+    def lines_by_type(self) -> dict[str, int]:
+        """How many lines of each record type the file holds (`note`, `recovery`, …)."""
+        return {fmt.line_type(t): len(rows) for t, rows in self.by_type.items()}
+
+    def project_exists(self) -> bool:
+        return Project.objects.filter(slug=self.slug).exists()
+
+    def embed(self) -> Iterator[tuple[int, int]]:
+        """The notes' vectors, batch by batch, outside any transaction (never under the
+        project's lock): `(done, to_embed)` after each batch; nothing when no embedder runs."""
+        from ..services.vectors import embed_texts
+
+        found: dict[str, bytes] = {}
+        provider = ""
+        for start in range(0, self.to_embed, VECTOR_BATCH):
+            batch = self._texts[start : start + VECTOR_BATCH]
+            blobs, name = embed_texts(batch, self._embedder)
+            provider = provider or name
+            found.update((t, b) for t, b in zip(batch, blobs, strict=True) if b is not None)
+            yield start + len(batch), self.to_embed
+        self.vectors = (found, provider)
+
+    def write(self) -> ImportReport:
+        """One transaction under the project's lock: what is not there yet is inserted —
+        importing the same file twice changes nothing."""
+        from ..services.change import project_change
+
+        slug, remap, by_type, header = self.slug, self.remap, self.by_type, self.header
+
+        def new_id(old: str | None) -> str | None:
+            return _remapped_id(old, slug) if remap and old else old
+
+        report = ImportReport(project=slug, remapped=remap)
+        with transaction.atomic():
+            project = Project.objects.filter(slug=slug).first()
+            if project is None:
+                source = by_type[fmt.ProjectLine][0]
+                project = Project.objects.create(
+                    slug=slug, name=source.name, created_at=source.createdAt
                 )
-            change.audit(
-                AuditAction.MEMORY_IMPORT,
-                target=slug,
-                details={
-                    "from_project": header.project,
-                    "format_version": header.version,
-                    "remapped": remap,
-                    "created_project": report.created_project,
-                    "inserted": report.counts,
-                    "unchanged": report.unchanged,
-                },
-            )
-    return report
+                MemorySetting.objects.create(
+                    project=project, enabled=by_type[fmt.SettingLine][0].enabled
+                )
+                report.created_project = True
+            with project_change(project, actor=self.actor) as change:
+                _import_rows(project, by_type, new_id, report, vectors=self.vectors)
+                if sum(report.counts.values()):
+                    change.changed(
+                        wrote_note=bool(report.counts.get("note")),
+                        **counters.recounted(project.pk),
+                    )
+                change.audit(
+                    AuditAction.MEMORY_IMPORT,
+                    target=slug,
+                    details={
+                        "from_project": header.project,
+                        "format_version": header.version,
+                        "remapped": remap,
+                        "created_project": report.created_project,
+                        "inserted": report.counts,
+                        "unchanged": report.unchanged,
+                    },
+                )
+        return report
+
+
+def project_import(
+    *, actor: Actor | None, lines: Iterable[str], project_slug: str | None = None
+) -> ImportReport:
+    """Import an export (an ImportJob run through): the whole file is validated first
+    (ImportInvalid lists every bad line; nothing is written), then one transaction under the
+    project's lock inserts what is not there yet — importing the same file twice changes
+    nothing. Into the project the file names, ids are kept; into another (`project_slug`),
+    every id is remapped, stably. Users are matched by username (none: left empty);
+    repositories by slug; runs are not part of the format, so the notes keep their run ids as
+    text (producer status `unknown`). Superusers only (`actor=None`: the operator)."""
+    job = ImportJob(actor=actor, lines=lines, project_slug=project_slug)
+    for _ in job.embed():
+        pass
+    return job.write()
+
+
+def decoded_lines(raw_lines: Iterable[bytes]) -> list[str]:
+    """An uploaded file's lines as text; a line that is not UTF-8 refuses the file by its
+    number (ImportInvalid), as any other bad line."""
+    lines: list[str] = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ImportInvalid([(number, "not UTF-8 text")]) from None
+    return lines
 
 
 def _credit_problems(records: list, slug: str) -> list[tuple[int, str]]:
@@ -152,8 +203,10 @@ def _credit_problems(records: list, slug: str) -> list[tuple[int, str]]:
     credited = []
     for number, r in records:
         if isinstance(r, fmt.NoteLine):
-            credited += [(number, "vetoedBy", r.vetoedBy),
-                         (number, "provenance.createdByUser", r.provenance.createdByUser)]
+            credited += [
+                (number, "vetoedBy", r.vetoedBy),
+                (number, "provenance.createdByUser", r.provenance.createdByUser),
+            ]
         elif isinstance(r, fmt.RecoveryLine):
             credited.append((number, "forgottenByUser", r.forgottenByUser))  # fmt: skip
     credited = [(n, where, name) for n, where, name in credited if name]

@@ -1,11 +1,15 @@
 """`manage.py memory_import FILE [--project NEW-SLUG]`: import an export, as the operator
 (superuser). The whole file is checked first; a bad file is reported line by line and nothing
-is written. Importing the same file twice changes nothing."""
+is written. Importing the same file twice changes nothing. Progress goes to stderr."""
+
+import sys
+import time
 
 from django.core.management.base import BaseCommand, CommandError
 
 from memory_portal.memory.errors import MemoryPortalError
-from memory_portal.memory.portability import ImportInvalid, project_import
+from memory_portal.memory.portability import ImportInvalid, ImportJob
+from memory_portal.memory.progress import Progress
 
 
 class Command(BaseCommand):
@@ -18,26 +22,28 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, file: str, project: str | None, **options):
-        import sys
-        import time
-
         started = time.monotonic()
 
         def say(phase: str) -> None:  # progress on stderr: stdout is the report
             self.stderr.write(f"[{time.monotonic() - started:6.1f} s] {phase}")
 
         try:
+            say("reading and checking the file")
             if file == "-":
-                report = project_import(
-                    actor=None, lines=sys.stdin, project_slug=project, progress=say
-                )
+                job = ImportJob(actor=None, lines=sys.stdin, project_slug=project)
             else:
                 with open(file, encoding="utf-8") as handle:
-                    report = project_import(
-                        actor=None, lines=handle, project_slug=project, progress=say
-                    )
+                    job = ImportJob(actor=None, lines=handle, project_slug=project)
+            say(f"checked {job.line_count:,} lines")
+            with Progress("vectors", total=job.to_embed, unit="note", stream=self.stderr) as bar:
+                for done, _ in job.embed():
+                    bar.update(done - bar.done)
+            say("writing, in one transaction")
+            report = job.write()
         except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc.strerror}.") from exc
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"{file} is not UTF-8 text; nothing was imported.") from exc
         except ImportInvalid as exc:
             for number, message in exc.errors:
                 self.stderr.write(f"line {number}: {message}" if number else message)

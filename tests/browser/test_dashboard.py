@@ -127,6 +127,29 @@ def test_review_queue_keeps_pace(world, open_page, width):
     assert page.errors == []
 
 
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_a_toast_never_covers_the_row_in_hand(world, open_page, width):
+    """The next note, focused after a row action, is scrolled clear of the toasts."""
+    write_notes(world, 12, prefix="Deep queue")
+    page = open_page(world.manager, width)
+    page.goto("/p/acme-web/review/")
+    for _ in range(6 if width == "phone" else 12):
+        page.page.keyboard.press("j")
+    page.page.keyboard.press("a")
+    expect(toast(page)).to_contain_text("Approved")
+    focused = page.page.locator("tr.note-row:focus")
+    expect(focused).to_have_count(1)
+    toast(page).hover()  # it stays while measured
+    page.page.wait_for_timeout(300)  # the scroll after the swap has settled
+    row_box, toast_box = focused.bounding_box(), toast(page).bounding_box()
+    apart = (
+        row_box["y"] + row_box["height"] <= toast_box["y"]
+        or toast_box["y"] + toast_box["height"] <= row_box["y"]
+        or row_box["x"] + row_box["width"] <= toast_box["x"]
+    )
+    assert apart, (row_box, toast_box)
+
+
 def test_disable_and_enable_memory(world, open_page):
     page = open_page(world.manager)
     page.goto("/p/acme-web/")

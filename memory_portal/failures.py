@@ -123,7 +123,14 @@ def forbidden(request, exception) -> HttpResponse:
     if is_api(request):
         refusal = MemoryPortalError("memory_forbidden", "This is not yours to do.")
         return json_error(refusal, status=403)
-    return _page(request, "errors/403.html", 403)
+    return _page(
+        request,
+        "errors/refused.html",
+        403,
+        title="Not allowed",
+        message="Your role in this project does not allow this.",
+        hint="A project manager can do it, or give you the manager role.",
+    )
 
 
 def csrf_failure(request, reason: str = "") -> HttpResponse:

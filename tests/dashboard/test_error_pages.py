@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib.messages.storage.fallback import FallbackStorage
 from django.test import Client, RequestFactory
 
@@ -71,3 +73,14 @@ def test_a_refusal_no_view_expected_is_a_page_a_message_or_a_toast(world):
     response = view(htmx)
     assert response.status_code == 200 and response["HX-Reswap"] == "none"
     assert "The note changed meanwhile." in response["HX-Trigger"]
+
+
+def test_django_s_403_is_the_same_refused_page():
+    from memory_portal.failures import forbidden
+
+    response = forbidden(RequestFactory().get("/p/acme-web/"), None)
+    body = response.content.decode()
+    assert response.status_code == 403 and "<h1>Not allowed</h1>" in body
+    assert "does not allow this. Nothing was changed." in body
+    api = forbidden(RequestFactory().get("/api/tools/memory_status"), None)
+    assert json.loads(api.content)["error"]["code"] == "memory_forbidden"

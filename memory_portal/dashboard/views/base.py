@@ -72,7 +72,8 @@ def person_view(view: Callable) -> Callable:
             back = safe_next(request)
             if request.htmx or (request.method == "POST" and back):
                 return refusal(request, err, to=back)
-            return render(request, "dashboard/refused.html", {"error": err}, status=err.status)
+            context = {"message": err.message, "hint": err.hint, "code": err.code}
+            return render(request, "errors/refused.html", context, status=err.status)
 
     return wrapper
 

@@ -1,5 +1,5 @@
 """The production server for benchmarks: gunicorn on a free loopback port, on the current
-database, answering once `/api/openapi.json` does (memory_bench_locks, memory_bench_scale)."""
+database, answering once `/readyz` does (memory_bench_locks, memory_bench_scale)."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def gunicorn(args: list[str], env: dict[str, str] | None = None, *, start_timeou
         while True:
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/api/openapi.json")
+                conn.request("GET", "/readyz")
                 if conn.getresponse().status == 200:
                     break
             except OSError:

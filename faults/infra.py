@@ -304,11 +304,11 @@ class Server:
             if self.proc.poll() is not None:
                 raise SetupError(f"gunicorn exited {self.proc.returncode}; see its log below")
             try:
-                return call(self.port, "GET", "/login/", timeout=5).status == 200
+                return call(self.port, "GET", "/readyz", timeout=5).status == 200
             except OSError:
                 return False
 
-        wait_until("gunicorn to answer /login/", answers, timeout=90, interval=0.3)
+        wait_until("gunicorn to be ready (/readyz)", answers, timeout=90, interval=0.3)
 
     @property
     def master_pid(self) -> int:

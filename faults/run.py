@@ -97,6 +97,7 @@ class Suite:
         self.lock_conn: psycopg.Connection | None = None
         self.nonce = secrets.token_hex(4)
         self.results: list[c.Check] = []
+        self.health_checks: list[c.Check] = []
         self.table: list[list[str]] = []
 
     def say(self, message: str) -> None:
@@ -203,16 +204,34 @@ class Suite:
                  "down; start")
         self.cluster.stop()
         down = time.monotonic()
-        self.stop.wait(OUTAGE_SECONDS)
+        # Meanwhile the probes: the process is healthy, not ready, and says which check fails.
+        healthz, readyz = self.probe("/healthz"), self.probe("/readyz")
+        self.stop.wait(max(0.0, OUTAGE_SECONDS - (time.monotonic() - down)))
         ready = self.cluster.start()
         after = self.query("SELECT pg_postmaster_start_time()")[0][0]
         self.say(f"  database back after {ready - start:.1f} s")
+        self.health_checks.append(c.Check(
+            "probes while the database is down: /healthz 200, /readyz 503 naming the database",
+            healthz[0] == 200 and readyz[0] == 503 and "database" in readyz[1]
+            and readyz[2] is not None,
+            f"/healthz {healthz[0]}, /readyz {readyz[0]} {readyz[1]} (Retry-After {readyz[2]})",
+        ))
         return (
             c.Window("database down", start, ready + GRACE_SECONDS),
             c.Check("fault took effect: the database was down and came back",
                     after != before and ready - down >= OUTAGE_SECONDS,
                     f"refusing connections for {ready - down:.1f} s"),
         )
+
+    def probe(self, path: str) -> tuple[int, str, str | None]:
+        """(status, the failing checks, Retry-After) of a health route."""
+        try:
+            answer = call(self.server.port, "GET", path, timeout=10)
+        except OSError as exc:
+            return 0, f"no answer ({exc})", None
+        checks = (answer.json() or {}).get("checks", {})
+        failing = ",".join(name for name, said in checks.items() if not said.startswith("ok"))
+        return answer.status, failing, answer.headers.get("retry-after")
 
     def kill_worker(self) -> tuple[c.Window, c.Check]:
         server = self.server
@@ -330,6 +349,7 @@ class Suite:
         ]
         self.results = [
             *fault_checks,
+            *self.health_checks,
             *c.product_checks(outcome, windows, PROJECTS[0], marker_rows),
             c.bookkeeping_check(marker_rows, revisions_before, self.revisions(), audit_refs),
             vectors,
@@ -372,15 +392,16 @@ class Suite:
                 entries = (read.json() or {}).get("entries") or [{}]
                 if read.status != 200 or entries[0].get("content") != content:
                     problems.append(f"read answered {read.status}")
-            login = call(port, "GET", "/login/")
-            if login.status != 200:
-                problems.append(f"/login/ answered {login.status}")
+            for path in ("/login/", "/readyz"):
+                answer = call(port, "GET", path)
+                if answer.status != 200:
+                    problems.append(f"{path} answered {answer.status}")
         except OSError as exc:
             problems.append(f"no answer ({type(exc).__name__})")
         return c.Check(
-            "healthy afterwards without a restart: write, read, /login/",
+            "healthy afterwards without a restart: write, read, /login/, /readyz",
             not problems,
-            "; ".join(problems) or f"same master {master}, write + read + /login/ 200",
+            "; ".join(problems) or f"same master {master}, write + read + /login/ + /readyz 200",
         )
 
     # --- cleanup ----------------------------------------------------------------------------

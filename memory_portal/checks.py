@@ -17,7 +17,7 @@ COLLECT_HINT = (
 )
 
 
-def _not_collected() -> str | None:
+def static_problem() -> str | None:
     """Why the static files cannot be served as collected, or None."""
     storage = staticfiles_storage
     if not isinstance(storage, ManifestFilesMixin):
@@ -41,7 +41,7 @@ def _not_collected() -> str | None:
 
 
 def static_files_collected(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    problem = _not_collected()
+    problem = static_problem()
     if problem is None:
         return []
     return [checks.Error(problem, hint=COLLECT_HINT, id="memory_portal.E001")]
@@ -50,6 +50,6 @@ def static_files_collected(app_configs=None, **kwargs) -> list[checks.CheckMessa
 def refuse_to_start_without_collected_static() -> None:
     """Called by the WSGI entry point: a server that would answer 500 on every page does not
     start, and says why (gunicorn shows it and exits: "Worker failed to boot")."""
-    problem = _not_collected()
+    problem = static_problem()
     if problem is not None:
         raise ImproperlyConfigured(f"{problem} {COLLECT_HINT}")

@@ -157,6 +157,8 @@ if DATABASE_URL:
     _db["OPTIONS"]["options"] = (
         f"-c lock_timeout={DB_LOCK_TIMEOUT_MS} -c statement_timeout={DB_STATEMENT_TIMEOUT_MS}"
     )
+    # A database host that does not answer fails a connection in seconds, not minutes.
+    _db["OPTIONS"].setdefault("connect_timeout", env_int("MEMORY_PORTAL_DB_CONNECT_TIMEOUT", 5))
     _db["CONN_HEALTH_CHECKS"] = True
     DATABASES = {"default": _db}
 else:
@@ -190,17 +192,20 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+# Plain names served straight from the source tree (no collectstatic needed), or the hashed,
+# compressed copies collectstatic writes to STATIC_ROOT (production).
+PLAIN_STATIC = DEBUG or env_bool("MEMORY_PORTAL_PLAIN_STATIC", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG or env_bool("MEMORY_PORTAL_PLAIN_STATIC", False)
+            if PLAIN_STATIC
             else "whitenoise.storage.CompressedManifestStaticFilesStorage"
         )
     },
 }
-WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_USE_FINDERS = PLAIN_STATIC
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:projects"

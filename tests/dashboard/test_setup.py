@@ -131,7 +131,7 @@ def test_a_static_file_added_after_collectstatic_is_reported(tmp_path, settings)
     """An upgrade that adds a stylesheet needs collectstatic again; the check says which."""
     from django.core.management import call_command
 
-    from memory_portal.checks import _not_collected
+    from memory_portal.checks import static_problem
 
     source = tmp_path / "source"
     (source / "extra").mkdir(parents=True)
@@ -142,8 +142,28 @@ def test_a_static_file_added_after_collectstatic_is_reported(tmp_path, settings)
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
     }
-    assert "have not been collected" in _not_collected()
+    assert "have not been collected" in static_problem()
     call_command("collectstatic", "--noinput", verbosity=0)
-    assert _not_collected() is None
+    assert static_problem() is None
     (source / "extra" / "second.css").write_text("p { color: blue; }")
-    assert "extra/second.css" in _not_collected()
+    assert "extra/second.css" in static_problem()
+
+
+SERVE_A_STATIC_FILE = textwrap.dedent(
+    """
+    from memory_portal.wsgi import application
+    from django.test import Client
+    client = Client()
+    css = client.get("/static/dashboard/portal.css", secure=True, HTTP_HOST="memory.example.com")
+    page = client.get("/login/", secure=True, HTTP_HOST="memory.example.com")
+    linked = "/static/dashboard/portal.css" in page.content.decode()
+    print("CSS", css.status_code, "PAGE", page.status_code, linked)
+    """
+)
+
+
+def test_plain_static_serves_the_source_tree_without_collectstatic(tmp_path):
+    env = production_env(tmp_path, MEMORY_PORTAL_PLAIN_STATIC="true")
+    served = run([sys.executable, "-c", SERVE_A_STATIC_FILE], env)
+    assert served.returncode == 0, served.stderr
+    assert "CSS 200 PAGE 200 True" in served.stdout, served.stdout

@@ -6,6 +6,9 @@ environment."""
 
 import multiprocessing
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 
 def _int(name: str, default: int) -> int:
@@ -34,6 +37,37 @@ accesslog = "-" if os.environ.get("MEMORY_PORTAL_ACCESS_LOG", "") == "true" else
 errorlog = "-"
 # Behind the TLS-terminating proxy on the same host.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+# Metrics (memory_portal/metrics.py): with a scrape token set, every worker writes its samples
+# to one folder (prometheus-client's multiprocess mode), so a scrape adds up all the workers
+# whichever answers it. Set here, in the master, before any worker imports the client.
+_METRICS_FOLDER_OURS = bool(
+    os.environ.get("MEMORY_PORTAL_METRICS_TOKEN") and not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+)
+if _METRICS_FOLDER_OURS:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="memory-portal-metrics-")
+
+
+def on_starting(server):
+    """A server starts from zero: the samples of an earlier run are removed."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        for stale in Path(folder).glob("*.db"):
+            stale.unlink()
+
+
+def child_exit(server, worker):
+    """A worker that exits (recycled, killed) keeps its counts; its live gauges go."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _METRICS_FOLDER_OURS:
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
 def post_worker_init(worker):

@@ -59,6 +59,9 @@ class Budget(Exception):
     pass
 
 
+METRICS_TOKEN = secrets.token_urlsafe(24)
+
+
 def log(started: float, message: str) -> None:
     print(f"[{time.monotonic() - started:6.1f} s] {message}", flush=True)
 
@@ -81,6 +84,8 @@ def production_env(database_url: str, tmp: Path) -> dict[str, str]:
         MEMORY_PORTAL_VAR_DIR=str(tmp / "var"),
         DJANGO_SETTINGS_MODULE="memory_portal.settings",
         PYTHONUNBUFFERED="1",
+        # /metrics on, so its figures can be held against the database across the workers.
+        MEMORY_PORTAL_METRICS_TOKEN=METRICS_TOKEN,
     )
     return env
 
@@ -297,6 +302,7 @@ class Suite:
         audit_floor = self.query("SELECT coalesce(max(id), 0) FROM memory_auditevent")[0][0]
         master = self.server.master_pid
 
+        metrics_before = self.scrape()
         self.threads = start_writers(writers, self.stop)
         self.say(f"{len(writers)} writers started, {1 / WRITER_INTERVAL:.0f} writes/s each at most")
         self.stop.wait(BASELINE_SECONDS)
@@ -355,6 +361,7 @@ class Suite:
             vectors,
             self.healthy_afterwards(master, health_token),
         ]
+        self.results.append(self.metrics_add_up(metrics_before, records, marker_rows))
 
     def vectors_stored(self) -> c.Check:
         """Waits (up to VECTOR_WAIT seconds) for the vectors of the stored notes."""
@@ -402,6 +409,53 @@ class Suite:
             "healthy afterwards without a restart: write, read, /login/, /readyz",
             not problems,
             "; ".join(problems) or f"same master {master}, write + read + /login/ + /readyz 200",
+        )
+
+    def scrape(self) -> dict[str, float]:
+        """/metrics as {"name{labels}": value} (the tool calls, notes written, busy)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        answer = call(self.server.port, "GET", "/metrics", token=METRICS_TOKEN)
+        if answer.status != 200:
+            raise SetupError(f"/metrics answered {answer.status}")
+        values: dict[str, float] = {}
+        for family in text_string_to_metric_families(answer.body.decode()):
+            for sample in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                values[f"{sample.name}{{{labels}}}"] = sample.value
+        return values
+
+    def metrics_add_up(self, before: dict[str, float], records, marker_rows) -> c.Check:
+        """One scrape adds up every worker (the killed one's too): what the counters moved by
+        against what the writers saw and the database holds. A request cut by the kill may
+        have counted or not, so it widens each bound by one."""
+        after = self.scrape()
+
+        def moved(key: str) -> float:
+            return after.get(key, 0.0) - before.get(key, 0.0)
+
+        cut = sum(r.status is None for r in records)
+        stored = len(marker_rows) + 1  # and healthy_afterwards' note
+        acknowledged = sum(r.acknowledged for r in records) + 1
+        busy_seen = sum((r.body or {}).get("error", {}).get("code") == "memory_busy"
+                        for r in records if isinstance(r.body, dict))
+        written = moved("memory_portal_notes_written_total{}")
+        ok_calls = moved("memory_portal_tool_calls_total{outcome=ok,tool=write}")
+        busy = moved("memory_portal_busy_total{}")
+        busy_calls = moved("memory_portal_tool_calls_total{outcome=memory_busy,tool=write}")
+        problems = []
+        if not stored - cut <= written <= stored:
+            problems.append(f"notes written {written:.0f}, stored {stored}")
+        if not acknowledged <= ok_calls <= acknowledged + cut:
+            problems.append(f"ok calls {ok_calls:.0f}, acknowledged {acknowledged}")
+        if not busy_seen <= busy <= busy_seen + cut or busy_calls != busy:
+            problems.append(f"busy {busy:.0f} (as calls {busy_calls:.0f}), answered {busy_seen}")
+        return c.Check(
+            "/metrics adds up every worker: notes written, ok calls and busy refusals match",
+            not problems,
+            "; ".join(problems) or f"{written:.0f} notes written = {stored} stored; "
+            f"{ok_calls:.0f} ok calls for {acknowledged} acknowledged; {busy:.0f} busy "
+            f"= {busy_seen} answered",
         )
 
     # --- cleanup ----------------------------------------------------------------------------

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memory_portal.metrics.RequestTimingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memory_portal.api.middleware.RequestSizeLimitMiddleware",
     "memory_portal.api.middleware.RejectNulMiddleware",
@@ -147,6 +148,8 @@ DB_LOCK_TIMEOUT_MS = env_int(
 DB_STATEMENT_TIMEOUT_MS = env_int("MEMORY_PORTAL_DB_STATEMENT_TIMEOUT_MS", 30_000)
 # The largest import (POST /api/admin/import): a project at the 2,000-note cap with its full
 # history exports to about 5 MB. Every other request body keeps Django's 2.5 MB.
+# /metrics answers only a scraper that sends this as its bearer token (memory_portal/metrics.py).
+MEMORY_PORTAL_METRICS_TOKEN = os.environ.get("MEMORY_PORTAL_METRICS_TOKEN", "").strip()
 MEMORY_PORTAL_IMPORT_MAX_BYTES = env_int("MEMORY_PORTAL_IMPORT_MAX_BYTES", 32 * 1024 * 1024)
 
 if DATABASE_URL:

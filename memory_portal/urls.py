@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from memory_portal import health
+from memory_portal import health, metrics
 from memory_portal.api.api import api, unknown_route
 from memory_portal.api.mcp_server import mcp_view
 from memory_portal.dashboard import views as dashboard_views
@@ -17,6 +17,7 @@ handler404 = "memory_portal.failures.not_found"
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", dashboard_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", api.urls),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 
+from memory_portal import metrics
 from memory_portal.memory import services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError, retryable
@@ -28,14 +29,31 @@ def trace_name(url_name: str | None) -> str | None:
 
 @contextmanager
 def traced(actor: Actor, tool: str, *, settles: bool = False):
-    """Take one call from the budget and record the outcome of the block. People's calls to
-    v1 routes are not agent calls and are not traced. `settles`: the block's write may take
-    the call and count it `ok` in its own transaction — the block gets the `OpenCall` to hand
-    it; a run whose budget was spent when its token was checked is refused before anything
-    runs, as always."""
+    """Take one call from the budget and record the outcome of the block (the run's trace and
+    the tool-call metric). People's calls to v1 routes are not agent calls and are not traced.
+    `settles`: the block's write may take the call and count it `ok` in its own transaction —
+    the block gets the `OpenCall` to hand it; a run whose budget was spent when its token was
+    checked is refused before anything runs, as always."""
     if not actor.is_agent:
         yield None
         return
+    outcome = "ok"
+    try:
+        with _traced(actor, tool, settles) as call:
+            yield call
+    except MemoryPortalError as exc:
+        outcome = exc.code
+        raise
+    except Exception as exc:
+        refusal = retryable(exc)
+        outcome = refusal.code if refusal is not None else "internal_error"
+        raise
+    finally:
+        metrics.tool_call(tool, outcome)
+
+
+@contextmanager
+def _traced(actor: Actor, tool: str, settles: bool):
     run = actor.run
     if settles and not services.run_budget_spent(run=run):
         yield from _outcome(run, tool, services.OpenCall(run=run, tool=tool))
@@ -105,3 +123,4 @@ def record_rejected_call(request, code: str) -> None:
     except MemoryPortalError as exc:
         code = exc.code
     services.tool_call_record(run=actor.run, tool=tool, outcome=code)
+    metrics.tool_call(tool, code)

@@ -134,6 +134,13 @@ _BUSY_SQLSTATES = {"55P03", "40P01", "40001"}
 _UNAVAILABLE_SQLSTATES = {"57P01", "57P02", "57P03", "53300", "08000", "08003", "08006"}
 
 
+def _counted_busy(refusal: MemoryPortalError, exc: BaseException) -> MemoryPortalError:
+    from memory_portal import metrics
+
+    metrics.busy(exc)
+    return refusal
+
+
 def retryable(exc: BaseException) -> MemoryPortalError | None:
     """The one classification of unexpected failures: a database failure that passes by itself
     becomes a 503 refusal (`memory_busy` for lock waits, `service_unavailable` for a database
@@ -151,7 +158,7 @@ def retryable(exc: BaseException) -> MemoryPortalError | None:
     if isinstance(cause, sqlite3.Error):
         text = str(cause).lower()
         if "locked" in text or "busy" in text:
-            return busy
+            return _counted_busy(busy, exc)
         if "disk i/o" in text or "unable to open" in text:
             return unavailable
         return None  # no such table, a syntax error…: a bug or a missing migration
@@ -159,7 +166,7 @@ def retryable(exc: BaseException) -> MemoryPortalError | None:
         return unavailable  # the connection was already closed under us
     sqlstate = getattr(cause, "sqlstate", None)
     if sqlstate in _BUSY_SQLSTATES:
-        return busy
+        return _counted_busy(busy, exc)
     if sqlstate is None or sqlstate in _UNAVAILABLE_SQLSTATES or sqlstate.startswith("08"):
         return unavailable  # could not connect, or the server went away mid-call
     if sqlstate == "57014":  # statement_timeout: overloaded right now

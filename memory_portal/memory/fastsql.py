@@ -195,6 +195,9 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
         yield f"{bound}; " if inline else ""
     except OperationalError as exc:
         if getattr(exc.__cause__, "sqlstate", None) in {"57014", "55P03"}:
+            from memory_portal import metrics
+
+            metrics.busy(exc)
             raise MemoryPortalError(
                 "memory_busy", "Another change to this project holds its lock."
             ) from exc

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory_portal import metrics
+
 from ..access import check_agent_gate
 from ..actors import Actor
 from ..errors import invalid
@@ -138,6 +140,7 @@ def pick(facts: Sequence, scores: list[float] | None, threshold: float) -> list[
     return picked
 
 
+@metrics.RECALL_SECONDS.time()
 def recall(
     *,
     actor: Actor,

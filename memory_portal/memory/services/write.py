@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
+
+from memory_portal import metrics
 
 from .. import counters, fastsql
 from ..access import replacing_needs_manager
@@ -75,8 +77,10 @@ def insert_note(
                 existing_id = _insert_locked(change, note, supersede_id, action)
                 if existing_id is not None:
                     change.discard()  # nothing changed: the lock's revision advance goes too
-                elif start_review_of is not None:
-                    routine_ensure(actor=actor, agent=start_review_of)
+                else:
+                    transaction.on_commit(metrics.note_written)
+                    if start_review_of is not None:
+                        routine_ensure(actor=actor, agent=start_review_of)
         except IntegrityError:
             if attempt == 2:
                 raise

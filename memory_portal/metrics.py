@@ -13,7 +13,8 @@ memory. Counted here, each in its one place:
   (services/write.py; an identical repeat inserts nothing);
 - `memory_portal_busy_total`: changes refused with 503 `memory_busy`, a project's lock held past
   the wait bound (where that is decided: errors.retryable and fastsql.bounded_lock_wait);
-- `memory_portal_request_seconds{route}`: until a response starts, by URL pattern;
+- `memory_portal_request_seconds{route}`: until a response starts, by URL pattern
+  (logs.RequestLogMiddleware);
 - `memory_portal_recall_seconds`: one recall, scored and rendered (recall/service.py);
 - `memory_portal_task_queue_depth`: tasks waiting in the database queue, read at scrape time
   (0 with MEMORY_PORTAL_TASKS=immediate)."""
@@ -23,7 +24,6 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import time
 
 from django.conf import settings
 from django.http import Http404, HttpResponse
@@ -138,22 +138,10 @@ def metrics_view(request) -> HttpResponse:
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
 
 
-class RequestTimingMiddleware:
-    """Every request's time until its response starts, labelled by its URL pattern
-    (`p/<slug:slug>/notes/<str:note_id>/`, never the path itself): static files are `static`,
-    a path no pattern matched is `unmatched`."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        started = time.perf_counter()
-        response = self.get_response(request)
-        REQUEST_SECONDS.labels(route=route_of(request)).observe(time.perf_counter() - started)
-        return response
-
-
 def route_of(request) -> str:
+    """A request's URL pattern (`p/<slug:slug>/notes/<str:note_id>/`, never the path itself):
+    static files are `static`, a path no pattern matched is `unmatched`. Observed by
+    logs.RequestLogMiddleware, which also logs it."""
     match = getattr(request, "resolver_match", None)
     if match is not None:
         return match.route or match.view_name or "unnamed"

@@ -88,7 +88,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "memory_portal.metrics.RequestTimingMiddleware",
+    "memory_portal.logs.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memory_portal.api.middleware.RequestSizeLimitMiddleware",
     "memory_portal.api.middleware.RejectNulMiddleware",
@@ -266,16 +266,37 @@ if TASKS_MODE not in _TASK_BACKENDS:
 TASKS = {"default": _TASK_BACKENDS[TASKS_MODE]}
 
 # --- Logging: note bodies, queries and tokens never reach a log line --------------------------
+# LOG_FORMAT=json: one JSON object a line (memory_portal/logs.py); text otherwise. Either way
+# every line passes the redactor and carries the request id; one line per request
+# (memory_portal.request) replaces runserver's own.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").strip().lower() or "text"
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact_secrets": {"()": "memory_portal.memory.secrets.RedactingFilter"}},
+    "filters": {
+        "redact_secrets": {"()": "memory_portal.memory.secrets.RedactingFilter"},
+        "request_id": {"()": "memory_portal.logs.RequestIdFilter"},
+    },
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {"()": "memory_portal.logs.JsonFormatter"},
+    },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "filters": ["redact_secrets"]},
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["redact_secrets", "request_id"],
+            "formatter": LOG_FORMAT,
+        },
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # The MCP SDK logs messages (request bodies, so note text) at INFO and DEBUG.
-    "loggers": {"mcp": {"level": "WARNING"}},
+    "loggers": {
+        # The MCP SDK logs messages (request bodies, so note text) at INFO and DEBUG.
+        "mcp": {"level": "WARNING"},
+        # runserver's request lines (their paths carry query strings): memory_portal.request.
+        "django.server": {"level": "WARNING"},
+    },
 }
 
 # --- Memory Portal domain settings --------------------------------------------------------------

@@ -283,6 +283,7 @@ def _method_refused(request: HttpRequest, *, sessions: bool) -> JsonResponse:
 
 
 def _answer(actor: Actor, request: HttpRequest, session: str | None = None) -> HttpResponse:
+    request.actor = actor  # for the request's log line, as the API's auth does
     status, headers, body = async_to_sync(_serve)(actor, _scope(request), request.body)
     if status >= 400:
         return transport_error(status, body)

@@ -1,0 +1,104 @@
+"""Logs: one line per request under a request id every line of it carries; LOG_FORMAT=json
+writes one JSON object a line of allowlisted fields, through the secret redactor; no path,
+query string or note text in any line. The format itself is checked in a subprocess that
+configures logging as production does."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import textwrap
+
+from django.test import Client
+
+from memory_portal.logs import JsonFormatter, RequestIdFilter, request_id_var
+from memory_portal.memory import services
+from memory_portal.memory.secrets import RedactingFilter
+from tests.dashboard.test_setup import clean_env, run
+
+SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def test_each_request_logs_one_line_with_its_id_and_no_path_or_query(world, caplog):
+    token = services.token_create(actor=None, run=world.run)[1]
+    caplog.set_level(logging.INFO, logger="memory_portal.request")
+    response = Client().post(
+        "/api/tools/memory_search?debug=walrus",
+        data=json.dumps({"query": "walrus migration"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_X_REQUEST_ID="trace-42.a_b",
+    )
+    assert response.status_code == 200 and response["X-Request-ID"] == "trace-42.a_b"
+    [line] = [r for r in caplog.records if r.name == "memory_portal.request"]
+    assert line.getMessage().startswith("POST api/tools/memory_search 200 ")
+    assert (line.method, line.route, line.status) == ("POST", "api/tools/memory_search", 200)
+    assert line.run_id == world.run.pk and line.agent_id == world.run.agent_id
+    assert "walrus" not in line.getMessage()
+
+    odd = Client().get("/healthz", HTTP_X_REQUEST_ID="not a token\n")
+    assert odd["X-Request-ID"] != "not a token\n" and len(odd["X-Request-ID"]) == 32
+
+
+def test_a_signed_in_person_is_named_by_id(world, caplog):
+    caplog.set_level(logging.INFO, logger="memory_portal.request")
+    client = Client()
+    client.force_login(world.manager)
+    assert client.get("/p/acme-web/?q=secret+plans").status_code == 200
+    [line] = [r for r in caplog.records if r.name == "memory_portal.request"]
+    assert line.user_id == world.manager.pk and line.route == "p/<slug:slug>/"
+    assert "secret" not in line.getMessage()
+
+
+def record(message: str, **extra) -> logging.LogRecord:
+    made = logging.LogRecord("memory_portal.x", logging.WARNING, __file__, 1, message, None, None)
+    made.__dict__.update(extra)
+    return made
+
+
+def test_the_json_line_keeps_only_its_fields_and_the_redacted_text():
+    formatter = JsonFormatter()
+    token = request_id_var.set("rid-1")
+    try:
+        line = record(f"token {SECRET} in a message", request=object(), content="a note's text")
+        RedactingFilter().filter(line)
+        RequestIdFilter().filter(line)
+        try:
+            raise ValueError(f"failed with {SECRET}")
+        except ValueError:
+            line.exc_info = sys.exc_info()
+            RedactingFilter().filter(line)
+        out = json.loads(formatter.format(line))
+    finally:
+        request_id_var.reset(token)
+    assert set(out) == {"time", "level", "logger", "message", "request_id", "exc_info"}
+    assert out["level"] == "WARNING" and out["request_id"] == "rid-1"
+    assert SECRET not in json.dumps(out) and "ValueError" in out["exc_info"]
+
+
+PRODUCTION_LOGGING = textwrap.dedent(
+    """
+    import django, logging
+    django.setup()
+    from django.test import Client
+    Client().get("/healthz", HTTP_X_REQUEST_ID="abc-123")
+    logging.getLogger("memory_portal.x").warning("with %s", "a value")
+    """
+)
+
+
+def test_log_format_json_writes_one_object_a_line(tmp_path):
+    env = clean_env(LOG_FORMAT="json", DEBUG="true", MEMORY_PORTAL_VAR_DIR=str(tmp_path))
+    result = run([sys.executable, "-c", PRODUCTION_LOGGING], env)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    request = next(line for line in lines if line["logger"] == "memory_portal.request")
+    assert request["route"] == "healthz" and request["status"] == 200
+    assert request["request_id"] == "abc-123" and request["method"] == "GET"
+    assert isinstance(request["duration_ms"], float) and request["time"]
+    assert any(line["message"] == "with a value" for line in lines)
+    text = run([sys.executable, "-c", PRODUCTION_LOGGING], {**env, "LOG_FORMAT": "text"})
+    assert "[abc-123] GET healthz 200" in text.stderr
+    bad = run([sys.executable, "-c", PRODUCTION_LOGGING], {**env, "LOG_FORMAT": "xml"})
+    assert bad.returncode != 0 and "LOG_FORMAT must be text or json" in bad.stderr

@@ -19,11 +19,14 @@ $(STAMP): pyproject.toml
 migrate: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 
+# `make run PORT=8001` serves on another port (the demo's login line names it).
+PORT ?= 8000
+
 demo: migrate
-	$(BIN)/python manage.py memory_demo
+	PORT=$(PORT) $(BIN)/python manage.py memory_demo
 
 run: demo
-	DEBUG=1 $(BIN)/python manage.py runserver 127.0.0.1:8000
+	DEBUG=1 $(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
 
 # One worker per core (pytest-xdist), each with its own test database; worksteal evens out the
 # few long tests. `$(BIN)/python -m pytest tests/…` runs a part in one process.

@@ -186,34 +186,43 @@ def parser() -> argparse.ArgumentParser:
         epilog="Set MEMORY_PORTAL_URL and MEMORY_PORTAL_TOKEN.",
     )
     root.add_argument("--json", action="store_true", help="print the API's JSON")
+    # --json after the command too (`memory list --json`): each command takes it, and leaves
+    # the root's value alone when it is not given there.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
+    )
     sub = root.add_subparsers(dest="command", required=True)
 
-    save = sub.add_parser("save", help="save one fact")
+    def command(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    save = command("save", help="save one fact")
     save.add_argument("text")
     save.add_argument("--expires", type=_expiry, help="expiry date (YYYY-MM-DD) or ISO time")
     save.add_argument("--supersedes", help="archive this mem_ id as superseded")
     save.add_argument("--agent", help="the agent (people only)")
 
-    day = sub.add_parser("day", help="append a line to today's day log (agents only)")
+    day = command("day", help="append a line to today's day log (agents only)")
     day.add_argument("line")
 
-    listing = sub.add_parser("list", help="list memories, newest first")
+    listing = command("list", help="list memories, newest first")
     listing.add_argument("--kind", choices=["fact", "day"])
     listing.add_argument("--status", choices=["active", "archived"])
     listing.add_argument("--agent")
     listing.add_argument("--all", action="store_true", help="include archived memories")
     listing.add_argument("--limit", type=int, default=100)
 
-    archive = sub.add_parser("archive", help="archive a memory")
+    archive = command("archive", help="archive a memory")
     archive.add_argument("id")
     archive.add_argument("--reason", required=True)
 
-    unarchive = sub.add_parser("unarchive", help="bring an archived memory back")
+    unarchive = command("unarchive", help="bring an archived memory back")
     unarchive.add_argument("id")
 
-    sub.add_parser("mcp", help="serve the memory tools over MCP on stdin/stdout (run tokens)")
+    command("mcp", help="serve the memory tools over MCP on stdin/stdout (run tokens)")
 
-    recall = sub.add_parser("recall", help="show what a recall picks, with scores")
+    recall = command("recall", help="show what a recall picks, with scores")
     recall.add_argument("--query", help="what to recall for (the current task)")
     recall.add_argument("--agent", help="the agent (people only)")
     recall.add_argument("--start", action="store_true", help="a start-of-run recall")

@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 TIMEOUT_SECONDS = 60
 KEY_PREFIX = "mpk_"  # memory.tokens.KEY_PREFIX; this module imports no Django
@@ -54,10 +55,49 @@ async def serve(base_url: str, token: str) -> None:
         httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_SECONDS) as http,
         # No client-side cache: the portal decides what each call sees.
         Client(streamable_http_client(url, http_client=http), cache=None) as remote,
-        stdio_server() as (read_stream, write_stream),
+        stdio_server() as (stdin, stdout),
     ):
         server = forwarding_server(remote)
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        await serve_draining(server, stdin, stdout)
+
+
+async def serve_draining(server: Server, stdin, stdout) -> None:
+    """Run `server` on the stdio streams, but when stdin ends (a client that writes its
+    requests and closes its end), keep the server's read side open until every request read
+    has been answered — at most TIMEOUT_SECONDS — instead of letting the SDK cancel them with
+    "Connection closed"."""
+    to_server, server_reads = anyio.create_memory_object_stream(0)
+    server_writes, from_server = anyio.create_memory_object_stream(0)
+    pending: set = set()
+    answered = anyio.Event()
+
+    async def read_stdin() -> None:
+        nonlocal answered
+        async with to_server:
+            async for message in stdin:
+                if isinstance(message, SessionMessage) and isinstance(
+                    message.message, types.JSONRPCRequest
+                ):
+                    pending.add(message.message.id)
+                await to_server.send(message)
+            with anyio.move_on_after(TIMEOUT_SECONDS):
+                while pending:
+                    await answered.wait()
+                    answered = anyio.Event()
+
+    async def write_stdout() -> None:
+        async with from_server, stdout:
+            async for message in from_server:
+                await stdout.send(message)
+                if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
+                    pending.discard(message.message.id)
+                    answered.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(read_stdin)
+        tasks.start_soon(write_stdout)
+        async with server_writes:
+            await server.run(server_reads, server_writes, server.create_initialization_options())
 
 
 def check_token(base_url: str, token: str) -> str | None:

@@ -50,6 +50,9 @@ def test_save_list_archive_unarchive(memory, world):
     assert note.id in listed.stdout and "RECALLS" in listed.stdout
     as_json = json.loads(memory("--json", "list").stdout)
     assert [m["id"] for m in as_json["data"]] == [note.id]
+    after = json.loads(memory("list", "--kind", "fact", "--json").stdout)  # after the command
+    assert after == as_json
+    assert "RECALLS" in memory("list").stdout  # without it, the table
     archived = memory("archive", note.id, "--reason", "network changed")
     assert archived.returncode == 0 and "network changed" in archived.stdout
     assert note.id not in memory("list").stdout

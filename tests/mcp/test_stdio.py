@@ -102,3 +102,32 @@ def test_the_documented_example_runs(live_server, world):
     run_ = Run.objects.get(task_key="PIN-812", agent=world.agent)
     assert run_.status == "succeeded"
     assert Note.objects.filter(origin_run=run_).count() == 2  # the note and the fact
+
+
+def test_memory_mcp_answers_every_request_it_read_before_stdin_closed(live_server, run_tokens):
+    """A client that writes its requests and closes stdin at once still gets every answer."""
+    import json
+
+    params = command(live_server, run_tokens.writer)
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "pipe", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "memory_write", "arguments": {"kind": "fact", "content": "Piped and closed."}}},
+    ]  # fmt: skip
+    finished = subprocess.run(
+        [params.command, *params.args],
+        cwd=params.cwd,
+        env=params.env,
+        input="".join(json.dumps(m) + "\n" for m in messages),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    answers = {a.get("id"): a for a in map(json.loads, finished.stdout.splitlines())}
+    assert set(answers) >= {1, 2, 3}, (finished.stdout, finished.stderr[-2000:])
+    assert not answers[3]["result"].get("isError"), answers[3]
+    assert Note.objects.filter(content="Piped and closed.").count() == 1

@@ -12,9 +12,13 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from memory_portal.memory import counters
+from memory_portal.memory import counters, services
 from memory_portal.memory.evidence import quote_matches
-from memory_portal.memory.management.commands.memory_demo import Command
+from memory_portal.memory.management.commands.memory_demo import (
+    DEMO_PROJECTS,
+    Command,
+    login_url,
+)
 from memory_portal.memory.models import (
     REASON_SUPERSEDED,
     REASON_VETOED,
@@ -181,3 +185,25 @@ def test_partial_demo_asks_for_reset(var_dir):
     Project.objects.create(slug="acme-web", name="Acme Web")
     with pytest.raises(CommandError, match="--reset"):
         load()
+
+
+def test_a_lost_demo_password_is_recovered_with_password(var_dir, monkeypatch):
+    monkeypatch.delenv("DEMO_PASSWORD", raising=False)
+    first, _ = Command(stdout=io.StringIO()).users()
+    for slug in DEMO_PROJECTS:  # the demo as loaded (its contents do not matter here)
+        services.project_create(actor=None, slug=slug, name=slug)
+    said = load(password="a-new-demo-password-7")
+    assert "the password of demo, viewer is now the one given" in said
+    assert authenticate(username="demo", password="a-new-demo-password-7") is not None
+    assert authenticate(username="viewer", password="a-new-demo-password-7") is not None
+    assert authenticate(username="demo", password=first) is None
+    assert "--password NEW" in load()  # without it: unchanged, and says how
+    with pytest.raises(CommandError, match="too short"):
+        load(password="short")
+
+
+def test_the_login_line_names_the_port_make_run_serves(monkeypatch):
+    monkeypatch.setenv("PORT", "8123")
+    assert login_url() == "http://127.0.0.1:8123/"
+    monkeypatch.delenv("PORT")
+    assert login_url() == "http://127.0.0.1:8000/"

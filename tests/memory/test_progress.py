@@ -8,6 +8,7 @@ import json
 
 from django.core.management import call_command
 
+from memory_portal.memory.models import Note
 from memory_portal.memory.progress import Progress
 
 from ..dashboard.conftest import write_note
@@ -44,4 +45,17 @@ def test_export_and_import_report_progress_on_stderr(world, tmp_path):
     call_command("memory_import", str(path), "--project", "acme-copy", stdout=out, stderr=err)
     phases = err.getvalue()
     assert "reading and checking the file" in phases and "writing, in one transaction" in phases
+    assert "vectors: " in phases and " notes in " in phases  # the vectors' bar, then its total
     assert "Created project acme-copy" in out.getvalue()
+
+
+def test_memory_embed_reports_progress_on_stderr(world, stored_vectors):
+    from memory_portal.memory import services
+
+    notes = [services.fact_save(actor=world.as_agent, text=f"Fact {i} about deploys").note
+             for i in range(3)]  # fmt: skip
+    Note.objects.filter(pk__in=[n.pk for n in notes]).update(embedding=None, embedding_model="")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("memory_embed", batch=2, stdout=out, stderr=err)
+    assert err.getvalue().startswith("embedding: 3 of 3 notes in ")
+    assert "3 notes embedded" in out.getvalue()

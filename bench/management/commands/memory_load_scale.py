@@ -1,12 +1,14 @@
 """`memory_load_scale --notes N`: grow the PostgreSQL database to N notes in projects of 2,000
-(memory_portal/memory/scale.py). Idempotent: a second call with the same N loads nothing."""
+(bench/scale.py). Idempotent: a second call with the same N loads nothing. Progress goes to
+stderr: a bar on a terminal, a line every few seconds otherwise."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from bench.scale import load_scale
+from bench.scale import load_scale, scale_notes
+from memory_portal.memory.progress import Progress
 
 
 class Command(BaseCommand):
@@ -25,11 +27,15 @@ class Command(BaseCommand):
         if notes < 0:
             raise CommandError("--notes must be 0 or more.")
 
-        def progress(done: int, seconds: float) -> None:
-            if options["verbosity"] >= 2:
-                self.stdout.write(f"  {done:,} notes, {seconds:.0f} s")
+        before = scale_notes()
+        with Progress(
+            "loading notes", total=max(notes - before, 0), unit="note", stream=self.stderr
+        ) as bar:
 
-        result = load_scale(notes=notes, seed=seed, progress=progress)
+            def progress(done: int, seconds: float) -> None:
+                bar.update(done - before - bar.done)
+
+            result = load_scale(notes=notes, seed=seed, progress=progress)
         if not result.loaded:
             self.stdout.write(f"The database holds {result.after:,} notes already; nothing loaded.")
             return

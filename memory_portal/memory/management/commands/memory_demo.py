@@ -14,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import Count, Q
@@ -42,7 +44,13 @@ from memory_portal.memory.models import (
 from memory_portal.memory.progress import Progress
 
 DEMO_USER = "demo"
-LOGIN_URL = "http://127.0.0.1:8000/"
+
+
+def login_url() -> str:
+    """Where `make run` serves (`make run PORT=…` passes its port on)."""
+    return f"http://127.0.0.1:{os.environ.get('PORT', '').strip() or '8000'}/"
+
+
 SCENARIO = load_scenario()
 REPO_SLUG = SCENARIO.repo_slug
 DEMO_PROJECTS = tuple(spec.slug for spec in SCENARIO.projects)
@@ -52,7 +60,8 @@ class Command(BaseCommand):
     help = (
         "Load a realistic demo (projects acme-web, payments-core and legacy-erp, agents, runs, "
         "~300 notes, a git repository for evidence) and a dashboard login. Idempotent; "
-        "--reset deletes the demo first."
+        "--reset deletes the demo first; --password sets the demo login's password (a lost "
+        "one is recovered so)."
     )
 
     def add_arguments(self, parser):
@@ -61,19 +70,39 @@ class Command(BaseCommand):
             action="store_true",
             help="Delete the demo projects, repository, agents and demo users, then load again.",
         )
+        parser.add_argument(
+            "--password",
+            metavar="PASSWORD",
+            help="The demo logins' password: used for a new load, and set on users that exist "
+            "(how a lost demo password is recovered). Default: DEMO_PASSWORD, else random.",
+        )
 
-    def handle(self, *args, reset: bool = False, **options):
+    def handle(self, *args, reset: bool = False, password: str | None = None, **options):
         started = time.monotonic()
+        given = password
+        if given is not None:
+            try:
+                validate_password(given)
+            except ValidationError as exc:
+                raise CommandError(" ".join(exc.messages)) from exc
         repo_dir = Path(settings.VAR_DIR) / "demo-repos" / REPO_SLUG
         existing = set(
             Project.objects.filter(slug__in=DEMO_PROJECTS).values_list("slug", flat=True)
         )
         if not reset and existing == set(DEMO_PROJECTS):
-            self.stdout.write(
-                "The demo is already loaded; nothing changed. The login is unchanged "
-                f"(user: {DEMO_USER}, password as printed when it was created). "
-                "Use --reset to load it again."
-            )
+            if given is not None:
+                changed = self.set_password(given)
+                self.stdout.write(
+                    f"The demo is already loaded; the password of {', '.join(changed)} is now "
+                    f"the one given. Dashboard login: {login_url()}  user: {DEMO_USER}"
+                )
+            else:
+                self.stdout.write(
+                    "The demo is already loaded; nothing changed. The login is unchanged "
+                    f"(user: {DEMO_USER}, password as printed when it was created; "
+                    "`manage.py memory_demo --password NEW` sets a new one). "
+                    "Use --reset to load it again."
+                )
             self.repair_repository(repo_dir)
             self.summary(started)
             return
@@ -85,7 +114,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             if reset:
                 self.delete_demo()
-            password, created = self.users()
+            password, created = self.users(given)
             loader = DemoLoader(
                 now=timezone.now(),
                 repo_dir=repo_dir,
@@ -100,11 +129,14 @@ class Command(BaseCommand):
                 loader.load(progress=bar)
         if DEMO_USER in created:
             self.stdout.write(
-                f"Dashboard login: {LOGIN_URL}  user: {DEMO_USER}  password: {password}"
+                f"Dashboard login: {login_url()}  user: {DEMO_USER}  password: {password}"
             )
+        elif given is not None:
+            self.stdout.write(f"Dashboard login: {login_url()}  user: {DEMO_USER} (password given)")
         else:
             self.stdout.write(
-                f"User {DEMO_USER} already existed; its password is unchanged ({LOGIN_URL})."
+                f"User {DEMO_USER} already existed; its password is unchanged ({login_url()}; "
+                "`manage.py memory_demo --password NEW` sets a new one)."
             )
         if VIEWER_USER in created:
             login = "the same password" if DEMO_USER in created else f"password: {password}"
@@ -132,10 +164,20 @@ class Command(BaseCommand):
         get_user_model().objects.filter(username__in=[DEMO_USER, VIEWER_USER]).delete()
         self.stdout.write("Deleted the previous demo.")
 
-    def users(self) -> tuple[str, set[str]]:
-        """The demo manager and the viewer; returns (password, usernames created now)."""
+    def set_password(self, password: str) -> list[str]:
+        """The demo users' password, set (one slow hash for both); who was changed."""
+        users = get_user_model().objects.filter(username__in=[DEMO_USER, VIEWER_USER])
+        names = sorted(users.values_list("username", flat=True))
+        users.update(password=make_password(password))
+        return names
+
+    def users(self, given: str | None = None) -> tuple[str, set[str]]:
+        """The demo manager and the viewer; returns (password, usernames created now). A
+        password `given` is also set on demo users that exist already."""
         User = get_user_model()
-        password = os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(12)
+        password = given or os.environ.get("DEMO_PASSWORD") or secrets.token_urlsafe(12)
+        if given is not None:
+            self.set_password(given)
         missing = {DEMO_USER, VIEWER_USER} - set(
             User.objects.filter(username__in=[DEMO_USER, VIEWER_USER]).values_list(
                 "username", flat=True

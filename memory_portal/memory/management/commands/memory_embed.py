@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
 from memory_portal.memory.models import Kind, Note
+from memory_portal.memory.progress import Progress
 from memory_portal.memory.services.vectors import current_provider, store_vectors
 
 
@@ -39,21 +40,22 @@ class Command(BaseCommand):
             stale = stale.filter(project__slug=project)
         done = failed = 0
         last = ""
-        while True:
-            rows = list(
-                stale.filter(pk__gt=last)
-                .order_by("pk")
-                .values_list("pk", "summary", "content")[:batch]
-            )
-            if not rows:
-                break
-            last = rows[-1][0]
-            stored, ran = store_vectors(rows, embedder)
-            if not ran:
-                failed += len(rows)
-                continue
-            done += stored
-            self.stdout.write(f"  {done} embedded")
+        with Progress("embedding", total=stale.count(), unit="note", stream=self.stderr) as bar:
+            while True:
+                rows = list(
+                    stale.filter(pk__gt=last)
+                    .order_by("pk")
+                    .values_list("pk", "summary", "content")[:batch]
+                )
+                if not rows:
+                    break
+                last = rows[-1][0]
+                stored, ran = store_vectors(rows, embedder)
+                bar.update(len(rows))
+                if not ran:
+                    failed += len(rows)
+                    continue
+                done += stored
         self.stdout.write(f"memory_embed: {done} notes embedded with {embedder.name}")
         if failed:
             raise CommandError(f"{failed} notes could not be embedded (the provider failed).")

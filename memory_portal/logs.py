@@ -5,8 +5,9 @@ format (`LOG_FORMAT=json`, python-json-logger) that writes one object a line.
 What a line may hold is an allowlist (`JsonFormatter.FIELDS`): a record's other attributes —
 Django's own `request`, whose text includes the query string, or anything a library passes as
 `extra` — are dropped, and the message has been through the secret redactor
-(memory/secrets.RedactingFilter) on the handler. No line holds a path, a query string, a note's
-text or a search: the route is the URL pattern. A request id comes from the client's
+(memory/secrets.RedactingFilter) on the handler. No line holds a query string, a note's text
+or a search: the request line names the URL pattern, not the path (Django's own warnings,
+"Not Found: /…", name the path without its query string). A request id comes from the client's
 `X-Request-ID` when it is a plain token (letters, digits, `.`, `_`, `-`, up to 64), else a new
 one, and is sent back in the same header."""
 

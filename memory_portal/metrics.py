@@ -107,7 +107,8 @@ class QueueDepth:
             return float("nan")
 
 
-_AT_SCRAPE = CollectorRegistry(auto_describe=True)
+# No auto-describe: registering must not query (the apps are not loaded when this is imported).
+_AT_SCRAPE = CollectorRegistry()
 _AT_SCRAPE.register(QueueDepth())
 
 

@@ -108,3 +108,16 @@ def test_the_queue_depth_is_read_at_scrape_time(scrape, settings, db):
     settings.TASKS_MODE = "database"
     assert QueueDepth.depth() == DBTaskResult.objects.ready().count() == 0
     assert "memory_portal_task_queue_depth 0.0" in scrape()
+
+
+def test_importing_the_metrics_with_the_database_queue_touches_no_model(tmp_path):
+    """Logging imports memory_portal.logs (and so the metrics) before the apps are loaded."""
+    import subprocess
+    import sys
+
+    from tests.dashboard.test_setup import clean_env
+
+    code = "import django; django.setup(); print('ready')"
+    env = clean_env(MEMORY_PORTAL_TASKS="database", MEMORY_PORTAL_VAR_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "ready" in done.stdout, done.stderr[-1500:]

@@ -290,3 +290,9 @@ def test_an_export_without_member_lines_names_the_credits_it_cannot_keep(filled)
     # Into the project the file came from, where those people are members, it imports.
     report = project_import(actor=None, lines=lines)
     assert sum(report.counts.values()) == 0
+
+
+def test_a_number_too_long_to_read_is_a_bad_line_not_a_crash():
+    with pytest.raises(ImportInvalid) as refused:
+        project_import(actor=None, lines=['{"type": "header"}\n', "9" * 5000 + "\n"])
+    assert (2, "a number too long to read") in refused.value.errors

@@ -76,8 +76,11 @@ def parse(lines: Iterable[str]) -> tuple[list[tuple[int, BaseModel]], list[tuple
             continue
         try:
             data = json.loads(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             errors.append((number, f"not JSON: {exc.msg}"))
+            continue
+        except ValueError:  # valid JSON Python will not read: an integer of 4,300+ digits
+            errors.append((number, "a number too long to read"))
             continue
         try:
             records.append((number, LINE.validate_python(data)))

@@ -4,6 +4,7 @@ refuse bodies past the upload limit and NUL characters in URLs before anything p
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 
@@ -11,6 +12,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
+from django.urls import reverse
 
 from memory_portal.failures import is_api, json_error
 from memory_portal.memory.errors import MemoryPortalError
@@ -74,7 +76,12 @@ class RejectNulMiddleware:
 
 
 # A whole project's export: the admin API's import and the dashboard's (read line by line).
-IMPORT_PATHS = {"/api/admin/import", "/import/check/", "/import/run/"}
+IMPORT_URL_NAMES = ("api:admin-import", "dashboard:import-check", "dashboard:import-run")
+
+
+@functools.cache
+def import_paths() -> frozenset[str]:
+    return frozenset(reverse(name) for name in IMPORT_URL_NAMES)
 
 
 class RequestSizeLimitMiddleware:
@@ -93,7 +100,7 @@ class RequestSizeLimitMiddleware:
 
     def __call__(self, request):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if request.path in IMPORT_PATHS:
+        if request.path in import_paths():
             limit = settings.MEMORY_PORTAL_IMPORT_MAX_BYTES
         if limit is None:
             return self.get_response(request)

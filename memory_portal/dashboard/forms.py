@@ -3,6 +3,8 @@ check only that the input is there; the services judge it."""
 
 from __future__ import annotations
 
+import re
+
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
@@ -208,9 +210,11 @@ class ImportForm(forms.Form):
         label="Export file (.jsonl)",
         help_text="A file written by Download export, memory_export or the admin API.",
     )
+    PROJECT_ID = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
+
     project = forms.RegexField(
         label="Into project (optional)",
-        regex=r"^[-a-zA-Z0-9_]{1,64}$",
+        regex=PROJECT_ID,
         required=False,
         strip=True,
         max_length=64,

@@ -41,6 +41,8 @@ def test_the_dry_run_says_what_would_be_imported_and_writes_nothing(world, make_
     page = admin.get(PAGE + "?project=acme-copy")
     assert page.status_code == 200 and 'value="acme-copy"' in page.content.decode()
     assert 'href="/import/"' in admin.get("/").content.decode()
+    odd = admin.get(PAGE + "?project=no%20slug%3Cb%3E").content.decode()
+    assert 'name="project"' in odd and "no slug" not in odd and "\x00" not in odd
 
     response = admin.post(
         CHECK, {"file": export_file(world), "project": "acme-copy"}, HTTP_HX_REQUEST="true"

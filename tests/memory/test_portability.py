@@ -201,3 +201,16 @@ def test_export_at_the_cap_stays_flat(world):
     # Streamed: never the whole file in memory (the peak is a few 200-note chunks and the
     # driver's buffers, about a quarter of the file on PostgreSQL).
     assert peak < size / 3, (peak, size)
+
+
+def test_the_command_names_a_line_that_is_not_utf8(tmp_path):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"type": "header"}\n\xff\xfe not text\n')
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="1 problem"):
+        call_command("memory_import", str(path), stderr=err)
+    assert "line 2: not UTF-8 text" in err.getvalue()

@@ -105,7 +105,8 @@ def _imported(report) -> dict:
 @person_view
 def import_page(request):
     _administrator(request)
-    initial = {"project": request.GET.get("project", "")[:64]}
+    wanted = request.GET.get("project", "")  # Settings' "Import a file into this project"
+    initial = {"project": wanted if ImportForm.PROJECT_ID.fullmatch(wanted) else ""}
     return render(request, PAGE, {"form": ImportForm(initial=initial)})
 
 
@@ -130,10 +131,8 @@ def import_run(request):
         response["Cache-Control"] = "no-store"
         response["X-Accel-Buffering"] = "no"  # a proxy passes each phase on as it comes
         return response
-    for _ in job.embed():
-        pass
     try:
-        report = job.write()
+        report = job.run()
     except MemoryPortalError as err:
         return _answer(request, form=form, status=err.status, refusal=err)
     return _answer(request, form=ImportForm(), **_imported(report))

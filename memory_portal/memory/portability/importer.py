@@ -124,6 +124,12 @@ class ImportJob:
             yield start + len(batch), self.to_embed
         self.vectors = (found, provider)
 
+    def run(self) -> ImportReport:
+        """Every phase without pausing between them: the vectors, then the write."""
+        for _ in self.embed():
+            pass
+        return self.write()
+
     def write(self) -> ImportReport:
         """One transaction under the project's lock: what is not there yet is inserted —
         importing the same file twice changes nothing."""
@@ -178,10 +184,7 @@ def project_import(
     every id is remapped, stably. Users are matched by username (none: left empty);
     repositories by slug; runs are not part of the format, so the notes keep their run ids as
     text (producer status `unknown`). Superusers only (`actor=None`: the operator)."""
-    job = ImportJob(actor=actor, lines=lines, project_slug=project_slug)
-    for _ in job.embed():
-        pass
-    return job.write()
+    return ImportJob(actor=actor, lines=lines, project_slug=project_slug).run()
 
 
 def decoded_lines(raw_lines: Iterable[bytes]) -> list[str]:

@@ -8,7 +8,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from memory_portal.memory.errors import MemoryPortalError
-from memory_portal.memory.portability import ImportInvalid, ImportJob
+from memory_portal.memory.portability import ImportInvalid, ImportJob, decoded_lines
 from memory_portal.memory.progress import Progress
 
 
@@ -30,10 +30,11 @@ class Command(BaseCommand):
         try:
             say("reading and checking the file")
             if file == "-":
-                job = ImportJob(actor=None, lines=sys.stdin, project_slug=project)
+                lines = decoded_lines(sys.stdin.buffer)
             else:
-                with open(file, encoding="utf-8") as handle:
-                    job = ImportJob(actor=None, lines=handle, project_slug=project)
+                with open(file, "rb") as handle:
+                    lines = decoded_lines(handle)
+            job = ImportJob(actor=None, lines=lines, project_slug=project)
             say(f"checked {job.line_count:,} lines")
             with Progress("vectors", total=job.to_embed, unit="note", stream=self.stderr) as bar:
                 for done, _ in job.embed():
@@ -42,8 +43,6 @@ class Command(BaseCommand):
             report = job.write()
         except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc.strerror}.") from exc
-        except UnicodeDecodeError as exc:
-            raise CommandError(f"{file} is not UTF-8 text; nothing was imported.") from exc
         except ImportInvalid as exc:
             for number, message in exc.errors:
                 self.stderr.write(f"line {number}: {message}" if number else message)

@@ -159,6 +159,8 @@ def _read(actor: Actor, args: s.MemoryReadArgs):
     notes = selectors.notes_for_actor(actor=actor)
     if args.kind:
         notes = notes.filter(kind=args.kind)
+    if args.tag:
+        notes = notes.tagged(args.tag)
     if target == "list":
         # One query: each date with its count (a GROUP BY, not a count per date).
         rows = list(
@@ -182,7 +184,12 @@ def _read(actor: Actor, args: s.MemoryReadArgs):
 
 def _search(actor: Actor, args: s.MemorySearchArgs):
     qs = selectors.notes_search(
-        actor=actor, query=args.query, kind=args.kind, target=args.target, day=args.date
+        actor=actor,
+        query=args.query,
+        kind=args.kind,
+        target=args.target,
+        day=args.date,
+        tag=args.tag,
     )
     return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
 
@@ -242,11 +249,11 @@ DESCRIPTIONS = {
     ),
     "memory_read": (
         "Read one note by id, or a page of long_term notes, a daily log (date), the list of "
-        "daily dates, or your recoverable forgotten notes. Each entry carries trust, creator "
+        "daily dates, or your recoverable forgotten notes; optional kind and tag. Each entry carries trust, creator "
         "stage/agent, origin run/step and producer status: verify consequential claims."
     ),
     "memory_search": (
-        "Full-text search of the memory you can see; optional kind, target, date. Pages of "
+        "Full-text search of the memory you can see; optional kind, target, date, tag. Pages of "
         "1–5 entries; continue at nextOffset."
     ),
     "memory_status": (

@@ -85,6 +85,12 @@ def refusal(status: str, trust: str, archive_reason: str) -> str | None:
 
 
 class NoteQuerySet(models.QuerySet):
+    def tagged(self, tag: str):
+        """The notes carrying `tag` (tags are stored lower-case, `|a|b|` in `tags_text`, so
+        one LIKE serves both databases)."""
+        tag = tag.strip().lower()
+        return self.filter(tags_text__contains=f"|{tag}|") if tag else self
+
     def live(self, now=None):
         """Active, not expired, not rejected (the daily review's working set; what agents are
         served is decided by selectors.agent_visible_q)."""

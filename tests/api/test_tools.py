@@ -394,3 +394,23 @@ def test_the_list_of_daily_dates_is_one_query_however_many_dates(api, tokens, wo
     assert many == few, "no query per date"
     assert [d["count"] for d in body["dates"]] == [1, 2, 2, 2, 2]
     assert body["nextOffset"] is None
+
+
+def test_read_and_search_by_tag(api, tokens):
+    """`tag` narrows a list and a search to the notes carrying it (case-insensitive)."""
+    tagged = api.tool("memory_write", tokens.agent, LESSON).json()["id"]
+    other = {
+        **LESSON,
+        "content": "Duplicate headings also appear in the invoice export.",
+        "tags": ["invoices"],
+    }
+    untagged = api.tool("memory_write", tokens.agent, other).json()["id"]
+    listed = api.tool("memory_read", tokens.agent, {"tag": "Exports"}).json()
+    assert [e["id"] for e in listed["entries"]] == [tagged]
+    found = api.tool(
+        "memory_search", tokens.agent, {"query": "duplicate headings", "tag": "invoices"}
+    ).json()
+    assert [e["id"] for e in found["entries"]] == [untagged]
+    assert api.tool("memory_read", tokens.agent, {"tag": "nothing-here"}).json()["entries"] == []
+    too_long = api.tool("memory_read", tokens.agent, {"tag": "x" * 33})
+    assert too_long.status_code == 400 and too_long.json()["error"]["field"] == "tag"

@@ -156,6 +156,9 @@ class MemoryReadArgs(Strict):
     )
     date: Date | None = Field(None, description="The UTC date of a daily log (default today).")
     kind: Literal["fact", "lesson", "decision", "navigation", "day"] | None = None
+    tag: str | None = Field(
+        None, min_length=1, max_length=TAG_MAX, description="Only notes carrying this tag."
+    )
     limit: int = Field(5, ge=1, le=5, description="1–5 entries per page.")
     offset: int = Field(
         0, ge=0, le=OFFSET_MAX, description="Continue at a previous answer's nextOffset."
@@ -185,6 +188,9 @@ class MemorySearchArgs(Strict):
     kind: Literal["fact", "lesson", "decision", "navigation", "day"] | None = None
     target: Literal["long_term", "daily"] | None = None
     date: Date | None = None
+    tag: str | None = Field(
+        None, min_length=1, max_length=TAG_MAX, description="Only notes carrying this tag."
+    )
     limit: int = Field(5, ge=1, le=5)
     offset: int = Field(0, ge=0, le=OFFSET_MAX)
 

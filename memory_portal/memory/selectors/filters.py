@@ -174,10 +174,7 @@ class NoteFilter(django_filters.FilterSet):
         return queryset.filter(Q(origin_run_ref=value) | Q(top_level_run_id=value))
 
     def filter_tag(self, queryset, name, value):
-        tag = value.strip().lower()
-        if not tag:
-            return queryset
-        return queryset.filter(tags_text__contains=f"|{tag}|")
+        return queryset.tagged(value)
 
     def filter_expired(self, queryset, name, value):
         expired = expired_q(timezone.now())

@@ -27,6 +27,7 @@ def notes_search(
     kind: str | None = None,
     target: str | None = None,
     day: date | None = None,
+    tag: str | None = None,
 ) -> QuerySet[Note]:
     """Search over what the actor may list: full text, and, when embeddings are on, meaning
     (docs/RECALL.md, "Search and near-duplicates"). Full text: PostgreSQL websearch_to_tsquery over
@@ -42,6 +43,8 @@ def notes_search(
         qs = qs.filter(target=target)
     if day:
         qs = qs.filter(day=day)
+    if tag:
+        qs = qs.tagged(tag)
     text_qs = _full_text(qs, query)
     if not embedding_settings()["enabled"] or _uses_operators(query):
         return text_qs

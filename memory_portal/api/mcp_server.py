@@ -318,13 +318,34 @@ SESSION_HEADER = "Mcp-Session-Id"
 TASK_HEADER = "X-Memory-Task"
 
 
-def _initialize_client(body: bytes) -> str | None:
-    """The client's name when `body` is an MCP initialize request (None for anything else)."""
+DISCOVER = "server/discover"
+JSONRPC_METHOD_NOT_FOUND = -32601
+
+
+def _message(body: bytes) -> dict:
+    """The JSON-RPC message a request carries ({} for anything else)."""
     try:
         message = json.loads(body)
     except ValueError:
-        return None
-    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+def _legacy_only(message: dict) -> JsonResponse:
+    """A key's sessions are the initialize handshake's (each one a run): a client that probes
+    for the stateless protocol first (`server/discover`) is told so as JSON-RPC, and falls
+    back to initialize, without an HTTP refusal in the log."""
+    error = {
+        "code": JSONRPC_METHOD_NOT_FOUND,
+        "message": "A session opened with an agent key starts with initialize.",
+    }
+    return JsonResponse({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+
+
+def _initialize_client(message: dict) -> str | None:
+    """The client's name when `message` is an MCP initialize request (None for anything
+    else)."""
+    if message.get("method") != "initialize":
         return None
     params = message.get("params") if isinstance(message.get("params"), dict) else {}
     info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
@@ -367,7 +388,10 @@ def _key_session(request: HttpRequest) -> HttpResponse:
         if run is None:
             return _session_refused(404, *ended)
         return _answer(Actor.agent_run(run), request)
-    client = _initialize_client(request.body)
+    message = _message(request.body)
+    if message.get("method") == DISCOVER:
+        return _legacy_only(message)
+    client = _initialize_client(message)
     if client is None:
         return _session_refused(
             400,

@@ -249,8 +249,9 @@ DESCRIPTIONS = {
     ),
     "memory_read": (
         "Read one note by id, or a page of long_term notes, a daily log (date), the list of "
-        "daily dates, or your recoverable forgotten notes; optional kind and tag. Each entry carries trust, creator "
-        "stage/agent, origin run/step and producer status: verify consequential claims."
+        "daily dates, or your recoverable forgotten notes; optional kind and tag. Each entry "
+        "carries trust, creator stage/agent, origin run/step and producer status: verify "
+        "consequential claims."
     ),
     "memory_search": (
         "Full-text search of the memory you can see; optional kind, target, date, tag. Pages of "

@@ -180,3 +180,25 @@ def test_memory_mcp_with_a_key_is_one_run_per_process(live_server, world, key):
     note = Note.objects.get(pk=result_json(wrote)["id"])
     assert note.origin_run_id == run.pk and note.created_by_agent_id == world.agent.pk
     assert run.status == RunStatus.SUCCEEDED  # the process ended its session on exit
+
+
+def test_a_discover_probe_is_told_to_initialize_without_a_refusal(mcp_url, world, key):
+    """The SDK's clients probe `server/discover` first; a key's sessions are the handshake's,
+    so the probe gets a JSON-RPC error (the client falls back to initialize), not an HTTP 400,
+    and no run begins."""
+    _, secret = key
+    runs = Run.objects.count()
+    probe = httpx2.post(
+        mcp_url,
+        json={"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {}},
+        headers={"Authorization": f"Bearer {secret}", "Accept": "application/json"},
+    )
+    assert probe.status_code == 200
+    assert probe.json()["id"] == 7 and probe.json()["error"]["code"] == -32601
+    assert Run.objects.count() == runs
+
+    async def go():
+        async with mcp_session(mcp_url, secret) as client:
+            return [t.name for t in (await client.list_tools()).tools]
+
+    assert "memory_write" in run_on_loop(go())

@@ -319,7 +319,6 @@ TASK_HEADER = "X-Memory-Task"
 
 
 DISCOVER = "server/discover"
-JSONRPC_METHOD_NOT_FOUND = -32601
 
 
 def _message(body: bytes) -> dict:
@@ -331,15 +330,21 @@ def _message(body: bytes) -> dict:
     return message if isinstance(message, dict) else {}
 
 
-def _legacy_only(message: dict) -> JsonResponse:
+def _legacy_only(message: dict) -> HttpResponse:
     """A key's sessions are the initialize handshake's (each one a run): a client that probes
-    for the stateless protocol first (`server/discover`) is told so as JSON-RPC, and falls
-    back to initialize, without an HTTP refusal in the log."""
-    error = {
-        "code": JSONRPC_METHOD_NOT_FOUND,
-        "message": "A session opened with an agent key starts with initialize.",
-    }
-    return JsonResponse({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+    for the stateless protocol first (`server/discover`) is told so in JSON-RPC's own error
+    (the SDK's type), and falls back to initialize, without an HTTP refusal in the log."""
+    answer = types.JSONRPCError(
+        jsonrpc="2.0",
+        id=message.get("id"),
+        error=types.ErrorData(
+            code=types.METHOD_NOT_FOUND,
+            message="A session opened with an agent key starts with initialize.",
+        ),
+    )
+    return HttpResponse(
+        answer.model_dump_json(by_alias=True, exclude_none=True), content_type="application/json"
+    )
 
 
 def _initialize_client(message: dict) -> str | None:

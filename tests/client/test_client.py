@@ -3,7 +3,6 @@ memory for people, export and import, and refusals as `MemoryPortalError`."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 
 import httpx
@@ -20,6 +19,7 @@ from memory_portal_client import (
 )
 
 from memory_portal.memory.models import Note, Run, Trust
+from tests.mcp.conftest import run_on_loop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -153,7 +153,7 @@ def test_the_async_client(live_server, portal_tokens):
                 await portal.memory_forget("mem_00000000000000000000000000")
             return written, found, status, refused.value
 
-    written, found, status, refused = asyncio.run(go())
+    written, found, status, refused = run_on_loop(go())
     assert [e.id for e in found.entries] == [written.id] and status.note_count == 1
     assert refused.code == "memory_not_found"
 
@@ -222,7 +222,7 @@ def test_the_async_client_retries_too():
         async with AsyncClient("http://portal.test", "t", transport=transport) as portal:
             return await portal.memory_write("fact", FACT)
 
-    assert asyncio.run(go()).created and len(sent) == 2
+    assert run_on_loop(go()).created and len(sent) == 2
 
 
 def _admin_token(make_user) -> str:

@@ -4,7 +4,6 @@ rules holding underneath (a vetoed value stays out, a forgotten one comes back b
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TypedDict
 
@@ -17,6 +16,7 @@ from memory_portal_client.langgraph import MemoryPortalStore
 
 from memory_portal.memory import services
 from memory_portal.memory.models import Note, Recovery, Run, Status
+from tests.mcp.conftest import run_on_loop
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -157,6 +157,6 @@ def test_the_async_operations(store):
         await store.aclose()
         return item, found, spaces, gone
 
-    item, found, spaces, gone = asyncio.run(go())
+    item, found, spaces, gone = run_on_loop(go())
     assert item.value == {"likes": "dumplings"} and [i.key for i in found] == ["food"]
     assert spaces == [USER] and gone is None

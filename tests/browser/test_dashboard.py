@@ -402,6 +402,24 @@ def test_phones_tap_select_and_never_scroll_sideways(world, open_page):
     assert page.errors == []
 
 
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_long_tags_wrap_inside_their_cell(world, open_page, width):
+    """A tag as long as a tag may be (32 characters, no break) stays inside its cell: it
+    neither runs over the next column nor past a phone's edge."""
+    note = write_note(
+        world, "Tags may be long.", tags=["lgk:506e228b12162b33dc434d03919a", "short"]
+    )
+    page = open_page(world.manager, width)
+    page.goto("/p/acme-web/")
+    cell = row(page, note).locator("td.c-tags")
+    edge = cell.bounding_box()
+    for tag in cell.locator(".tag").all():
+        box = tag.bounding_box()
+        assert box["x"] + box["width"] <= edge["x"] + edge["width"] + 0.5, (width, box, edge)
+    assert edge["x"] + edge["width"] <= page.page.viewport_size["width"]
+    page.screenshot(f"long-tags-{width}", full_page=False)
+
+
 def test_the_notes_table_takes_the_same_keys(world, open_page):
     notes = write_notes(world, 3, prefix="Table")
     page = open_page(world.manager)

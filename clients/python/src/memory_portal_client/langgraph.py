@@ -69,18 +69,20 @@ Step = Callable[[Any], Any]
 Operation = Generator[Step, Any, Any]
 
 
-def _digest(parts: Iterable[str]) -> str:
-    return hashlib.sha256(json.dumps(list(parts)).encode()).hexdigest()[:28]
+def _digest(parts: Iterable[str], length: int) -> str:
+    """A short name for `parts` in a tag: the item's own namespace and key are checked after
+    the server answers, so a shared prefix could cost a page, never a wrong answer."""
+    return hashlib.sha256(json.dumps(list(parts)).encode()).hexdigest()[:length]
 
 
 def key_tag(namespace: tuple[str, ...], key: str) -> str:
-    return "lgk:" + _digest([*namespace, "\x00", key])
+    return "lgk:" + _digest([*namespace, "\x00", key], 16)
 
 
 def prefix_tag(prefix: tuple[str, ...]) -> str:
     if not prefix:
         return MARKER_TAG
-    return "lgp:" + _digest(prefix[:PREFIX_LEVELS])
+    return "lgp:" + _digest(prefix[:PREFIX_LEVELS], 10)
 
 
 def encode(namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> dict[str, Any]:

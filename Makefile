@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint migrate demo bench bench-scale faults fuzz clean
+.PHONY: run test lint migrate demo bench bench-swarm bench-scale faults fuzz clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench memory_bench_writes
+
+# Many writers on one project against the same writers spread, and raw SQL, through gunicorn
+# (docs/PERFORMANCE.md, "A swarm on one project"). PostgreSQL: DATABASE_URL.
+bench-swarm: $(STAMP)
+	@test -n "$(DATABASE_URL)" || { echo "bench-swarm needs DATABASE_URL=postgres://…"; exit 2; }
+	$(BIN)/python -m bench memory_bench_swarm
 
 # Pages and endpoints through gunicorn at each size, next to their raw-SQL floor
 # (docs/PERFORMANCE.md, "Pages and endpoints at a million notes"). Grows the database of DATABASE_URL (PostgreSQL,

@@ -27,7 +27,20 @@ class Utf8Renderer(JSONRenderer):
     json_dumps_params = {"ensure_ascii": False}
 
 
-api = NinjaAPI(
+class PortalAPI(NinjaAPI):
+    """The OpenAPI document is built once per process (per path prefix): it depends on the
+    code alone, and building it again on every request took seconds on a loaded machine."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        built = self.__dict__.setdefault("_openapi_documents", {})
+        if path_prefix not in built:
+            built[path_prefix] = super().get_openapi_schema(path_prefix=path_prefix)
+        return built[path_prefix]
+
+
+api = PortalAPI(
     renderer=Utf8Renderer(),
     title="Memory Portal API",
     version="1.0",

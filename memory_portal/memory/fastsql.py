@@ -6,6 +6,7 @@ on a plain cursor; everything else keeps using the ORM."""
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -63,12 +64,15 @@ def _as_is(model: type[models.Model], fields: list) -> list[bool]:
     return flags
 
 
-def _insert_statement(obj: models.Model, db) -> tuple[str, list, bool]:
+def _insert_statement(obj: models.Model, db, *, when: str = "") -> tuple[str, list, bool]:
     """The INSERT of `obj` and its parameters. NULLs are written into the statement, not sent:
     a note has 39 columns, most of them empty, and psycopg re-parses a statement of more than
     50 parameters on every call (about a millisecond), so the note and its audit event in one
-    statement stay under that. One statement text per pattern of empty columns."""
+    statement stay under that. One statement text per pattern of empty columns. `when`: a
+    condition; the row is inserted only if it holds (INSERT … SELECT … WHERE when)."""
     template, fields, auto_pk = _insert_plan(type(obj), db)
+    if when:
+        template = template.replace(" VALUES ({values})", f" SELECT {{values}} WHERE {when}", 1)
     values = []
     for field, as_is in zip(fields, _as_is(type(obj), fields), strict=True):
         value = getattr(obj, field.attname)
@@ -76,7 +80,7 @@ def _insert_statement(obj: models.Model, db) -> tuple[str, list, bool]:
             value = field.get_db_prep_save(value, connection=db)
         values.append(value)
     nulls = tuple(value is None for value in values)
-    key = (template, nulls)
+    key = (template, nulls)  # the template holds `when`
     sql = _STATEMENTS.get(key)
     if sql is None:
         sql = _STATEMENTS[key] = template.format(
@@ -312,6 +316,137 @@ def write_check(
     if call is not None and db.vendor == "postgresql":
         used = rows[0][7]
     return WriteCheck(total=rows[0][0], by_run=rows[0][1], same=same, calls_used=used)
+
+
+@dataclass(frozen=True)
+class CleanWrite:
+    """A new note the write protocol may insert at once if nothing objects: the epoch read
+    before the lock, the caps, the top-level run and the note's identity keys, the counters
+    it moves, and the API call it takes from its run's budget."""
+
+    project_id: int
+    epoch: int
+    cap: int
+    quota: int
+    top_level_run_id: str
+    place_key: str
+    content_key: str
+    counted: dict[str, int]
+    now: datetime
+    call: CallToTake | None
+
+
+_CLEAN_WRITE = (
+    "{begin}; SET LOCAL statement_timeout = {lock_ms};"
+    " SELECT 1 FROM project_memory_setting WHERE project_id = %s FOR UPDATE;"
+    " SET LOCAL statement_timeout = {statement_ms};"
+    " WITH s AS (SELECT enabled, revocation_epoch FROM project_memory_setting"
+    "  WHERE project_id = %s),"
+    " clean AS (SELECT 1 FROM s WHERE s.enabled AND s.revocation_epoch = %s"
+    "  AND (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) < %s"
+    "  AND (SELECT COUNT(*) FROM project_memory_entry"
+    "   WHERE project_id = %s AND top_level_run_id = %s) < %s"
+    "  AND NOT EXISTS (SELECT 1 FROM project_memory_entry"
+    "   WHERE project_id = %s AND (place_key = %s OR content_key = %s))),"
+    " {taken},"
+    " ins AS ({note} RETURNING id),"
+    " bump AS (UPDATE project_memory_setting SET {sets}"
+    "  WHERE project_id = %s AND EXISTS (SELECT 1 FROM ins) RETURNING {columns}),"
+    " event AS ({event})"
+    " SELECT (SELECT id FROM event), (SELECT tool_calls FROM taken), bump.*"
+    " FROM (SELECT 1) one LEFT JOIN bump ON true;"
+    " {end}"
+)
+_TAKEN_CALL = (
+    "taken AS (UPDATE memory_run SET tool_calls = tool_calls + 1"
+    " WHERE id = %s AND tool_calls < %s AND EXISTS (SELECT 1 FROM clean) RETURNING tool_calls),"
+    " counted AS ({counted})"
+)
+_TAKEN_NONE = "taken AS (SELECT NULL::integer AS tool_calls FROM clean)"
+
+
+def write_clean(
+    note: models.Model, event: models.Model, write: CleanWrite
+) -> tuple[MemorySetting, int | None] | None:
+    """The write protocol's common case on PostgreSQL in one round trip: take the project's
+    lock, then — in one statement under it — insert the note, its audit event and the call's
+    place in the run's budget, and advance the revision with the counters, only if nothing
+    objects (memory on and the epoch unchanged, both caps, no stored note of the same place
+    or content, the budget), and commit. The lock is held inside the database only: no
+    Python runs while it is held, so threads waiting for a CPU never hold it (a convoy).
+
+    Returns the setting row after the write and the run's calls so far; or None when nothing
+    was written — anything else than a clean new note (an identical repeat, content that was
+    removed, a cap, a switched-off project, a project without its setting row yet) goes the
+    full way (services/write.py), which says why. Inside a transaction the same statements
+    run in a savepoint, and the lock is held until that transaction ends. Elsewhere than
+    PostgreSQL, None at once."""
+    db = _db()
+    if db.vendor != "postgresql" or db.settings_dict["OPTIONS"].get("server_side_binding"):
+        return None
+    from .errors import MemoryPortalError
+
+    sql_note, note_params, _ = _insert_statement(note, db, when="EXISTS (SELECT 1 FROM taken)")
+    sql_event, event_params, _ = _insert_statement(event, db, when="EXISTS (SELECT 1 FROM ins)")
+    columns, converters = _row_plan(MemorySetting, db)
+    adds, added = counters.sql_adds(write.counted)
+    sets = ", ".join(["revision = revision + 1", "last_write_at = %s", *adds])
+    now = _DATETIME.get_db_prep_save(write.now, connection=db)
+    call = write.call
+    if call is None:
+        taken, taken_params = _TAKEN_NONE, []
+    else:
+        counted = _COUNT_CALL.format(rows="SELECT %s, %s, 'ok', 1, %s FROM taken")
+        taken = _TAKEN_CALL.format(counted=counted)
+        call_now = _DATETIME.get_db_prep_save(call.now, connection=db)
+        taken_params = [call.run_id, call.budget, call.run_id, call.tool, call_now]
+    inside = db.in_atomic_block
+    sql = _CLEAN_WRITE.format(
+        begin="SAVEPOINT clean_write" if inside else "BEGIN",
+        end="RELEASE SAVEPOINT clean_write" if inside else "COMMIT",
+        lock_ms=int(settings.DB_LOCK_TIMEOUT_MS),
+        statement_ms=int(settings.DB_STATEMENT_TIMEOUT_MS),
+        taken=taken,
+        note=sql_note,
+        sets=sets,
+        columns=columns,
+        event=sql_event,
+    )
+    p = write.project_id
+    params = [
+        p,  # the lock
+        p, write.epoch, p, write.cap, p, write.top_level_run_id, write.quota,
+        p, write.place_key, write.content_key,
+        *taken_params, *note_params, now, *added, p, *event_params,
+    ]  # fmt: skip
+    with db.cursor() as cursor:
+        try:
+            cursor.execute(sql, params)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):  # a broken connection keeps the first error
+                cursor.execute("ROLLBACK TO SAVEPOINT clean_write" if inside else "ROLLBACK")
+            if isinstance(exc, OperationalError) and getattr(exc.__cause__, "sqlstate", None) in {
+                "57014",
+                "55P03",
+            }:
+                from memory_portal import metrics
+
+                metrics.busy(exc)
+                raise MemoryPortalError(
+                    "memory_busy", "Another change to this project holds its lock."
+                ) from exc
+            raise
+        while cursor.description is None or len(cursor.description) < 2:
+            if not cursor.nextset():  # past BEGIN, the SETs and the lock's row to the answer
+                raise RuntimeError("write_clean: the answer's row never came")
+        row = cursor.fetchone()
+    event_id, calls_used, setting_row = row[0], row[1], row[2:]
+    if event_id is None:
+        return None
+    event.pk = event_id
+    _saved(note, db)
+    _saved(event, db)
+    return _instance(MemorySetting, setting_row, converters, db), calls_used
 
 
 # --- Reads with joins, the token check's --------------------------------------------------

@@ -117,3 +117,15 @@ def test_every_json_error_is_built_by_one_function():
             ):
                 offenders.append(f"{path.relative_to(product)}:{node.lineno}")
     assert not offenders
+
+
+def test_the_openapi_document_is_built_once_per_process(client):
+    """Built on the first request, then served as built (it depends on the code alone)."""
+    from memory_portal.api.api import api
+
+    first = client.get("/api/openapi.json")
+    assert first.status_code == 200 and first.json()["info"]["title"] == "Memory Portal API"
+    assert api.get_openapi_schema(path_prefix="/api/") is api.get_openapi_schema(
+        path_prefix="/api/"
+    )
+    assert client.get("/api/openapi.json").content == first.content

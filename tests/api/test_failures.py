@@ -69,12 +69,14 @@ def test_one_classification_of_retryable_failures(cause, kind, code):
 
 
 def break_write(monkeypatch, cause):
-    """The forced failure, at the database boundary: the write protocol's lock statement."""
+    """The forced failure, at the database boundary: the write protocol's lock statement (the
+    one round trip of a clean write on PostgreSQL, the lock and bump of the full protocol)."""
     from memory_portal.memory import fastsql
 
     def fail(*args, **kwargs):
         raise wrapped(cause)
 
+    monkeypatch.setattr(fastsql, "write_clean", fail)
     monkeypatch.setattr(fastsql, "lock_and_bump", fail)
 
 

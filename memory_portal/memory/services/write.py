@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from memory_portal import metrics
 
@@ -26,7 +28,7 @@ from ..models import (
     Status,
 )
 from ..selectors import note_get, note_not_found
-from ._common import is_manager
+from ._common import audit_event, is_manager
 from .change import ProjectChange, project_change
 from .schedule import routine_ensure
 from .trace import OpenCall
@@ -68,6 +70,10 @@ def insert_note(
     unique constraint (step 3): the retry then finds that note and returns its id. A new
     note of `start_review_of` starts that agent's daily review in the same transaction;
     `call` is the API call the write takes from its run's budget."""
+    if supersede_id is None and start_review_of is None:
+        written = _write_clean(actor, project, epoch, note, action, call)
+        if written is not None:
+            return written
     for attempt in (1, 2):
         inserting = counters.moved(None, note)  # the new note, counted with the lock
         try:
@@ -90,6 +96,58 @@ def insert_note(
             return WriteResult(Note.objects.get(pk=existing_id), created=False)
         return WriteResult(note, created=True)
     raise AssertionError("unreachable")
+
+
+def _write_clean(
+    actor: Actor,
+    project: Project,
+    epoch: int,
+    note: Note,
+    action: AuditAction,
+    call: OpenCall | None,
+) -> WriteResult | None:
+    """The common case — a new note nothing objects to — in one round trip that holds the
+    project's lock inside the database only (fastsql.write_clean): the same checks as
+    `project_change` + `admit`, written as the condition of the insert. None when it did not
+    write (or elsewhere than PostgreSQL): the full protocol below then judges the note and says
+    why. Everything is prepared before the lock: the note, its audit event, the counters."""
+    if call is not None and call.settled:
+        return None
+    now = timezone.now()
+    note.created_at = note.updated_at = now
+    details = {"kind": note.kind, "scope": note.scope, "target": note.target}
+    event = audit_event(actor=actor, action=action, project=project, note=note, details=details)
+    take = None
+    if call is not None:
+        budget = settings.MEMORY_PORTAL["RUN_CALL_BUDGET"]
+        take = fastsql.CallToTake(call.run.pk, call.tool, budget, now)
+    agent = actor is not None and actor.is_agent
+    clean = fastsql.CleanWrite(
+        project_id=project.pk,
+        epoch=epoch,
+        cap=settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"],
+        # a person's write has no run quota: a count below any quota stands in for it
+        quota=settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"] if agent else 2**31 - 1,
+        top_level_run_id=actor.run.top_level_run_id if agent else "",
+        place_key=note.place_key,
+        content_key=note.content_key,
+        counted=counters.moved(None, note),
+        now=now,
+        call=take,
+    )
+    try:
+        done = fastsql.write_clean(note, event, clean)
+    except IntegrityError:
+        return None  # a concurrent identical insert won: the full protocol finds it
+    if done is None:
+        return None
+    setting, calls_used = done
+    project.memory_setting = setting
+    if call is not None:
+        call.run.tool_calls = calls_used
+        call.settled = True
+    transaction.on_commit(metrics.note_written)
+    return WriteResult(note, created=True)
 
 
 def _insert_locked(

@@ -62,6 +62,15 @@ def _vectors_settled():
     assert vectors.background.drain(timeout=60), "the vector thread did not settle"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_query_vectors():
+    """Each test embeds its queries anew: a cached query vector would hide a model a test
+    makes fail (the process keeps them, memory/embeddings.py `query_cache`)."""
+    from memory_portal.memory import embeddings
+
+    embeddings.query_cache.clear()
+
+
 @pytest.fixture
 def stored_vectors(monkeypatch):
     """A written note's vector stored as soon as the write returns, in the test's own thread

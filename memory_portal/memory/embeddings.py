@@ -260,8 +260,8 @@ def warm_up() -> None:
 
 
 class _VectorCache:
-    """Vectors of fact texts by (provider, text): facts are embedded once per process, not
-    once per recall. Bounded, least recently used out first."""
+    """Vectors of texts by (provider, text), embedded once per process, not once per use.
+    Bounded, least recently used out first."""
 
     def __init__(self, size: int = 16_384) -> None:
         self.size = size
@@ -292,4 +292,8 @@ class _VectorCache:
         return np.stack([found[k] for k in keys])
 
 
-vector_cache = _VectorCache()
+vector_cache = _VectorCache()  # facts' texts: every recall scores the same facts
+# Queries: an agent repeats a search while it pages or retries, and a start recall without a
+# query scores the run's task every time. Apart from the facts', so queries never evict them;
+# kept in this process's memory only, never stored or logged.
+query_cache = _VectorCache(size=1_024)

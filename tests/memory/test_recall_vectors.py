@@ -229,3 +229,16 @@ def test_stored_vectors_score_like_fresh_ones():
     stored = decode_many([embeddings.encode(vectors[0])])[0]
     assert abs(float(stored @ vectors[1]) - float(vectors[0] @ vectors[1])) < 2e-3
     assert hybrid.fact_text(type("F", (), {"summary": "", "content": FACT})()) == FACT
+
+
+def test_a_repeated_query_is_embedded_once(world, stored_vectors, embed_threads):
+    """A search or recall asked again (paging, a retry, the run's task at each start recall)
+    embeds its query once per process."""
+    services.fact_save(actor=world.as_agent, text=FACT)
+    embed_threads.clear()
+    first = recall(actor=world.as_agent, query=QUERY, mark=False)
+    assert len(embed_threads) == 1  # the query (the fact's vector is stored)
+    again = recall(actor=world.as_agent, query=QUERY, mark=False)
+    assert len(embed_threads) == 1 and again.memories == first.memories
+    recall(actor=world.as_agent, query="Where do the SMS logs go?", mark=False)
+    assert len(embed_threads) == 2

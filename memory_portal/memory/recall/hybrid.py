@@ -37,6 +37,7 @@ from ..embeddings import (
     decode_many,
     get_embedder,
     note_text,
+    query_cache,
     vector_cache,
 )
 from .lexical import RecallTimeout, Scorer, fact_scorer, lexical_scores
@@ -181,7 +182,7 @@ def cosines(
         _check(deadline)
         vector_cache.embed(embedder, texts[start : start + 32])
     _check(deadline)
-    q = embedder.embed([query])[0]  # not cached: a query rarely comes twice, facts do
+    q = query_cache.embed(embedder, [query])[0]
     out = np.full(len(facts), np.nan, dtype=np.float32)
     if stored_idx.size:
         out[stored_idx] = stored @ q

@@ -399,6 +399,9 @@ class Note(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["project", "status", "-created_at"], name="note_project_status"),
+            # A project's notes newest first (the notes table, the tools' lists): a page reads
+            # its rows from the index instead of sorting every note of the project.
+            models.Index(fields=["project", "-created_at", "-id"], name="note_project_created"),
             models.Index(fields=["project", "place_key"], name="note_project_hash"),
             models.Index(fields=["project", "content_key"], name="note_project_content_key"),
             models.Index(fields=["project", "top_level_run_id"], name="note_project_top_run"),

@@ -212,3 +212,22 @@ def test_the_projects_list_reads_stored_counters_in_constant_statements(
     twenty, html = statements()
     assert html.count("project-card") == 20
     assert twenty == one
+
+
+@pytest.mark.postgres
+def test_the_filters_dropdowns_open_no_server_side_cursor(client, world):
+    """The application dropdown reads its rows in one plain query: Django's iterator() would
+    open a server-side cursor (DECLARE, FETCH, CLOSE) on every notes page."""
+    from django.db import connection
+
+    cursors: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        cursors.append(type(context["cursor"].cursor).__name__)
+        return execute(sql, params, many, context)
+
+    client.force_login(world.manager)
+    with connection.execute_wrapper(record):
+        response = client.get(reverse("dashboard:project", args=[SLUG]))
+    assert response.status_code == 200 and b'value="storefront"' in response.content
+    assert cursors and not [c for c in cursors if "Server" in c], cursors

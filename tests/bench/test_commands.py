@@ -143,6 +143,7 @@ def test_bench_scale_measures_every_page_through_the_server(tmp_path):
         "audit ?date_from=",
         "runs list",
         "project notes page",
+        "Django admin changelist, same 50 notes",
         "review queue",
         "overview (charts)",
         "memory_search",
@@ -153,7 +154,8 @@ def test_bench_scale_measures_every_page_through_the_server(tmp_path):
     import json
 
     figures = json.loads(results.read_text())["2000"]
-    assert len(figures) == 13 and all(
+    assert "notes page's server CPU ÷ Django admin's changelist" in text
+    assert len(figures) == 14 and all(
         http > 0 and floor > 0 and cpu >= 0 for http, floor, cpu in figures.values()
     )
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -45,6 +48,11 @@ RECALL_SLUG = "benchscale-recall"
 RECALL_FACTS = 2000
 SEARCH = "cache deploy"
 DEEP_OFFSET = 10_000  # page 200 of 50
+NOTES_PAGE = "project notes page (2,000 notes)"
+# The peer: Django's admin changelist of the same project's newest 50 notes, a plain
+# ModelAdmin (bench/admin.py, served with bench/peer_settings.py).
+ADMIN_PEER = "Django admin changelist, same 50 notes"
+PEER_TARGET = 0.7  # the notes page's server CPU ÷ the admin's
 
 
 @dataclass
@@ -224,9 +232,17 @@ class Command(BaseCommand):
             ),
             Probe("runs list", "GET", f"/p/{slug}/runs/", None, "session", "runs"),
             Probe(
-                "project notes page (2,000 notes)",
+                NOTES_PAGE,
                 "GET",
                 f"/p/{slug}/",
+                None,
+                "session",
+                "notes_page",
+            ),
+            Probe(
+                ADMIN_PEER,
+                "GET",
+                f"/django-admin/memory/note/?project__id__exact={p['project'].pk}",
                 None,
                 "session",
                 "notes_page",
@@ -267,8 +283,13 @@ class Command(BaseCommand):
         tokens = {"token": self._token(p["agent"]), "recall-token": self._token(p["recall_agent"])}
         probes = self._probes(p)
         out: dict[str, list[float]] = {}
-        # The server signs sessions with this process's key, or the session made here is void.
-        server_env = {"SECRET_KEY": settings.SECRET_KEY}
+        # The server signs sessions with this process's key, or the session made here is void;
+        # it serves Django's admin too, the notes page's peer.
+        server_env = {
+            "SECRET_KEY": settings.SECRET_KEY,
+            "DJANGO_SETTINGS_MODULE": "bench.peer_settings",
+        }
+        self._peer_migrated(server_env)
         try:
             server_cm = benchserver.gunicorn(["-c", "gunicorn.conf.py"], server_env)
             server = server_cm.__enter__()
@@ -284,10 +305,13 @@ class Command(BaseCommand):
                     headers["Authorization"] = f"Bearer {tokens[probe.auth]}"
                 body = json.dumps(probe.body) if probe.body is not None else None
 
-                def call(probe=probe, headers=headers, body=body):
+                sizes: list[int] = []
+
+                def call(probe=probe, headers=headers, body=body, sizes=sizes):
                     conn.request(probe.method, probe.path, body=body, headers=headers)
                     response = conn.getresponse()
                     data = response.read()
+                    sizes.append(len(data))
                     if response.status != 200:
                         raise CommandError(
                             f"{probe.name}: {probe.method} {probe.path} answered "
@@ -306,13 +330,29 @@ class Command(BaseCommand):
                     )
                 out[probe.name] = [round(http_ms, 2), round(floor_ms, 2), round(cpu_ms, 2)]
                 self.stdout.write(
-                    f"  {probe.name:<36} {http_ms:9.1f} ms   server CPU {cpu_ms:7.1f} ms"
-                    f"   floor {floor_ms:7.2f} ms"
+                    f"  {probe.name:<38} {http_ms:9.1f} ms   server CPU {cpu_ms:7.1f} ms"
+                    f"   floor {floor_ms:7.2f} ms   {sizes[-1] / 1000:7.1f} KB"
                 )
             conn.close()
         finally:
             server_cm.__exit__(None, None, None)
+            self._peer_migrated(server_env, undo=True)
         return out
+
+    def _peer_migrated(self, server_env: dict[str, str], *, undo: bool = False) -> None:
+        """The admin's own tables (its log), which the server's readiness waits for; `undo`
+        drops them again, so the database is left as the product knows it."""
+        args = ["admin", "zero"] if undo else []
+        result = subprocess.run(
+            [sys.executable, "manage.py", "migrate", *args, "--noinput", "-v0"],
+            cwd=settings.BASE_DIR,
+            env={**os.environ, **server_env, "DATABASE_URL": benchserver.database_url()},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if result.returncode:
+            raise CommandError(f"migrate (bench.peer_settings): {result.stderr[-1000:]}")
 
     def _print(self, table: dict[str, dict[str, list[float]]]) -> None:
         sizes = sorted(table, key=int)
@@ -330,6 +370,15 @@ class Command(BaseCommand):
                 ratio = http_ms / floor_ms if floor_ms else float("nan")
                 self.stdout.write(
                     f"| {name} | {http_ms:,.1f} | {cpu_ms:,.1f} | {floor_ms:,.2f} | {ratio:,.0f}× |"
+                )
+        for size in sizes:
+            ours, peer = table[size].get(NOTES_PAGE), table[size].get(ADMIN_PEER)
+            if ours and peer and peer[2]:
+                ratio = ours[2] / peer[2]
+                self.stdout.write(
+                    f"\nAt {int(size):,} notes the notes page's server CPU ÷ Django admin's "
+                    f"changelist of the same 50 notes = {ratio:.2f}× (target ≤ {PEER_TARGET}×: "
+                    f"{'met' if ratio <= PEER_TARGET else 'not met'})"
                 )
         if len(sizes) > 1:
             first, last = sizes[0], sizes[-1]

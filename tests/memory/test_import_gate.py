@@ -296,3 +296,12 @@ def test_a_number_too_long_to_read_is_a_bad_line_not_a_crash():
     with pytest.raises(ImportInvalid) as refused:
         project_import(actor=None, lines=['{"type": "header"}\n', "9" * 5000 + "\n"])
     assert (2, "a number too long to read") in refused.value.errors
+
+
+def test_an_events_recovery_id_is_an_id_or_nothing(filled):  # noqa: F811
+    """A recovery id that is no `rec_` id was remapped into one longer than the column (a
+    DataError on PostgreSQL, found by the hypothesis test above): it is a bad line now."""
+    lines = export(filled.project)
+    bad, at = _mutated(lines, "event", lambda r: r.update(recoveryId="00000000000000"))
+    errors = _refused(bad)
+    assert at in [line for line, _ in errors], errors

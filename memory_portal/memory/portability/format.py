@@ -15,6 +15,8 @@ from ..validation import ARCHIVE_REASON_MAX, DAY_ROW_MAX, SUMMARY_MAX
 FORMAT = "memory-portal/export"
 VERSION = 1
 ID = Annotated[str, Field(min_length=5, max_length=40, pattern=r"^[a-z]{3}_[0-9a-z]{1,36}$")]
+# An id or nothing (an event without a recovery record): remapped like an id when present.
+ID_OR_EMPTY = Annotated[str, Field(max_length=40, pattern=r"^([a-z]{3}_[0-9a-z]{1,36})?$")]
 SLUG = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")]
 
 
@@ -140,7 +142,7 @@ class EventLine(Line):
     actor: str = Field(max_length=200)
     actorAgentId: str = Field(max_length=40)
     actorRunId: str = Field(max_length=40)
-    recoveryId: str = Field(max_length=40)
+    recoveryId: ID_OR_EMPTY
     details: dict
     at: datetime
 

@@ -310,6 +310,10 @@ MEMORY_PORTAL = {
     "PROJECT_NOTE_CAP": env_int("MEMORY_PROJECT_NOTE_CAP", 2000),
     "RUN_NOTE_QUOTA": env_int("MEMORY_RUN_NOTE_QUOTA", 128),
     "RUN_CALL_BUDGET": env_int("MEMORY_RUN_CALL_BUDGET", 512),
+    # Calls of one top-level run in flight at once, and how long the next waits for one to
+    # end before 429 memory_run_busy (memory/run_slots.py; 0 lifts the limit).
+    "RUN_IN_FLIGHT": env_int("MEMORY_RUN_IN_FLIGHT", 8),
+    "RUN_IN_FLIGHT_WAIT_MS": env_int("MEMORY_RUN_IN_FLIGHT_WAIT_MS", 1_000),
     "FACT_DEFAULT_EXPIRY_DAYS": env_int("MEMORY_FACT_DEFAULT_EXPIRY_DAYS", 90),
     "RECALL_THRESHOLD": env_float("MEMORY_RECALL_THRESHOLD", 0.5),
     "RECALL_TIME_BUDGET_SECONDS": env_float("MEMORY_RECALL_TIME_BUDGET_SECONDS", 2.0),

@@ -17,10 +17,12 @@ from ninja.responses import NinjaJSONEncoder
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from memory_portal import metrics
 from memory_portal.memory import selectors
 from memory_portal.memory.access import request_setting
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.run_slots import call_slot
 
 from .tracing import traced
 
@@ -98,9 +100,26 @@ def parse(operation: Operation, arguments: dict | None) -> BaseModel:
 def perform(
     operation: Operation, *, actor: Actor, arguments: BaseModel | dict | None, transport: str
 ) -> Any:
-    """Trace → parse (raw arguments only) → gate → service. Refusals are raised as
-    MemoryPortalError for the transport to map; the trace row has been written by then."""
-    with traced(actor, operation.trace_name(transport), settles=operation.settles) as call:
+    """A slot of the run's calls in flight → trace → parse (raw arguments only) → gate →
+    service. Refusals are raised as MemoryPortalError for the transport to map; the trace row
+    has been written by then. A call refused for want of a slot (memory_run_busy) ran nothing
+    and takes nothing from the budget: only the metric counts it."""
+    tool = operation.trace_name(transport)
+    if not actor.is_agent:
+        return _performed(operation, actor, arguments, tool)
+    running = False
+    try:
+        with call_slot(actor.run.top_level_run_id):
+            running = True
+            return _performed(operation, actor, arguments, tool)
+    except MemoryPortalError as exc:
+        if not running:
+            metrics.tool_call(tool, exc.code)
+        raise
+
+
+def _performed(operation: Operation, actor: Actor, arguments, tool: str) -> Any:
+    with traced(actor, tool, settles=operation.settles) as call:
         args = arguments if isinstance(arguments, operation.args) else parse(operation, arguments)
         if operation.gate is not None:
             operation.gate(actor, operation)

@@ -48,6 +48,11 @@ CODES: dict[str, ErrorCode] = {
     # The raising code states the configured limit in its own hint.
     "memory_run_quota": ErrorCode(429, "This run wrote all the notes it may; finish the task."),
     "memory_call_budget": ErrorCode(429, "This run used all its memory calls; finish the task."),
+    "memory_run_busy": ErrorCode(
+        429,
+        "This run has as many calls in flight as it may; send this one again once one answers.",
+        retry_after=1,
+    ),
     "memory_payload_too_large": ErrorCode(413, "Shorten the content, summary or tags."),
     "memory_invalid": ErrorCode(400, "Fix the named field and retry."),
     "memory_evidence_invalid": ErrorCode(400, "Cite a regular file at the pinned revision."),

@@ -1,0 +1,112 @@
+"""At most `RUN_IN_FLIGHT` (8) calls of one top-level run in flight at once (seed 000: eight
+concurrent requests per child), across every web process: a call takes one of the run's slots
+for as long as it runs; when all are taken it waits up to `RUN_IN_FLIGHT_WAIT_MS` (1 s) for one
+to come free, then is refused with 429 `memory_run_busy` and `Retry-After` — before anything
+is read or written, so sending it again is safe.
+
+On PostgreSQL a slot is a session advisory lock (the run's key, the slot's number): shared by
+every process on the database, and let go by the database itself when a process dies with its
+connection. SQLite serves one process: the slots are counted in it."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from .errors import MemoryPortalError
+
+POLL_SECONDS = 0.02
+
+# Try the run's slots in turn; the first one free is taken (a LIMIT stops at it, so no other
+# is locked). hashtext() maps the run's id to the lock's first key, the same in every process.
+_TAKE = (
+    "SELECT s FROM generate_series(0, %s - 1) AS s"
+    " WHERE pg_try_advisory_lock(hashtext(%s), s) LIMIT 1"
+)
+_GIVE_BACK = "SELECT pg_advisory_unlock(hashtext(%s), %s)"
+
+
+def _limits() -> tuple[int, float]:
+    conf = settings.MEMORY_PORTAL
+    return conf["RUN_IN_FLIGHT"], conf["RUN_IN_FLIGHT_WAIT_MS"] / 1000
+
+
+def run_busy(run_id: str, limit: int) -> MemoryPortalError:
+    return MemoryPortalError(
+        "memory_run_busy",
+        f"Run {run_id} has {limit} calls in flight, the most one run may.",
+        hint=f"Wait for a call to answer, then send this one again (at most {limit} at once).",
+    )
+
+
+@contextmanager
+def call_slot(top_level_run_id: str) -> Iterator[None]:
+    """Hold one of the run's slots while the block runs (see the module)."""
+    limit, wait = _limits()
+    if limit <= 0:
+        yield
+        return
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor == "postgresql":
+        with _advisory_slot(db, top_level_run_id, limit, wait):
+            yield
+    else:
+        with _local_slot(top_level_run_id, limit, wait):
+            yield
+
+
+@contextmanager
+def _advisory_slot(db, run_id: str, limit: int, wait: float) -> Iterator[None]:
+    deadline = time.monotonic() + wait
+    while True:
+        with db.cursor() as cursor:
+            cursor.execute(_TAKE, [limit, run_id])
+            row = cursor.fetchone()
+        if row is not None:
+            break
+        if time.monotonic() >= deadline:
+            raise run_busy(run_id, limit)
+        time.sleep(POLL_SECONDS)
+    slot = row[0]
+    try:
+        yield
+    finally:
+        # A connection closed or broken during the call has let go of the lock already.
+        with contextlib.suppress(Exception):
+            if db.connection is not None and not db.needs_rollback:
+                with db.cursor() as cursor:
+                    cursor.execute(_GIVE_BACK, [run_id, slot])
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.taken: dict[str, int] = {}
+
+
+_counts = _Counts()
+
+
+@contextmanager
+def _local_slot(run_id: str, limit: int, wait: float) -> Iterator[None]:
+    counts = _counts
+    with counts.lock:
+        if not counts.lock.wait_for(lambda: counts.taken.get(run_id, 0) < limit, timeout=wait):
+            raise run_busy(run_id, limit)
+        counts.taken[run_id] = counts.taken.get(run_id, 0) + 1
+    try:
+        yield
+    finally:
+        with counts.lock:
+            left = counts.taken[run_id] - 1
+            if left:
+                counts.taken[run_id] = left
+            else:
+                del counts.taken[run_id]
+            counts.lock.notify_all()

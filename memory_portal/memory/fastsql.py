@@ -168,6 +168,19 @@ def read_setting(project_id: int) -> MemorySetting | None:
     return None if row is None else _instance(MemorySetting, row, converters, db)
 
 
+def _busy(exc: OperationalError):
+    """The lock wait's bound ran out (statement or lock timeout): `memory_busy`, counted once;
+    None for any other failure."""
+    if getattr(exc.__cause__, "sqlstate", None) not in {"57014", "55P03"}:
+        return None
+    from memory_portal import metrics
+
+    from .errors import MemoryPortalError
+
+    metrics.busy(exc)
+    return MemoryPortalError("memory_busy", "Another change to this project holds its lock.")
+
+
 @contextmanager
 def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
     """Bound the wait for a project's lock as a whole. PostgreSQL's lock_timeout applies to
@@ -186,8 +199,6 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
     if db.vendor != "postgresql":
         yield ""  # SQLite: the busy timeout is one wait already
         return
-    from .errors import MemoryPortalError
-
     bound = f"SET LOCAL statement_timeout = {int(settings.DB_LOCK_TIMEOUT_MS)}"
     # Server-side binding (an OPTIONS choice this project does not make) takes one statement.
     inline = inline and not restore
@@ -198,14 +209,10 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
     try:
         yield f"{bound}; " if inline else ""
     except OperationalError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) in {"57014", "55P03"}:
-            from memory_portal import metrics
-
-            metrics.busy(exc)
-            raise MemoryPortalError(
-                "memory_busy", "Another change to this project holds its lock."
-            ) from exc
-        raise
+        refusal = _busy(exc)
+        if refusal is None:
+            raise
+        raise refusal from exc
     if restore:
         with db.cursor() as cursor:
             cursor.execute(f"SET LOCAL statement_timeout = {int(settings.DB_STATEMENT_TIMEOUT_MS)}")
@@ -384,8 +391,6 @@ def write_clean(
     db = _db()
     if db.vendor != "postgresql" or db.settings_dict["OPTIONS"].get("server_side_binding"):
         return None
-    from .errors import MemoryPortalError
-
     sql_note, note_params, _ = _insert_statement(note, db, when="EXISTS (SELECT 1 FROM taken)")
     sql_event, event_params, _ = _insert_statement(event, db, when="EXISTS (SELECT 1 FROM ins)")
     columns, converters = _row_plan(MemorySetting, db)
@@ -425,17 +430,10 @@ def write_clean(
         except BaseException as exc:
             with contextlib.suppress(Exception):  # a broken connection keeps the first error
                 cursor.execute("ROLLBACK TO SAVEPOINT clean_write" if inside else "ROLLBACK")
-            if isinstance(exc, OperationalError) and getattr(exc.__cause__, "sqlstate", None) in {
-                "57014",
-                "55P03",
-            }:
-                from memory_portal import metrics
-
-                metrics.busy(exc)
-                raise MemoryPortalError(
-                    "memory_busy", "Another change to this project holds its lock."
-                ) from exc
-            raise
+            refusal = _busy(exc) if isinstance(exc, OperationalError) else None
+            if refusal is None:
+                raise
+            raise refusal from exc
         while cursor.description is None or len(cursor.description) < 2:
             if not cursor.nextset():  # past BEGIN, the SETs and the lock's row to the answer
                 raise RuntimeError("write_clean: the answer's row never came")

@@ -84,29 +84,22 @@ def _advisory_slot(db, run_id: str, limit: int, wait: float) -> Iterator[None]:
                     cursor.execute(_GIVE_BACK, [run_id, slot])
 
 
-class _Counts:
-    def __init__(self) -> None:
-        self.lock = threading.Condition()
-        self.taken: dict[str, int] = {}
-
-
-_counts = _Counts()
+# SQLite: the slots taken per run in this process, and the condition a waiting call waits on.
+_slots_changed = threading.Condition()
+_taken: dict[str, int] = {}
 
 
 @contextmanager
 def _local_slot(run_id: str, limit: int, wait: float) -> Iterator[None]:
-    counts = _counts
-    with counts.lock:
-        if not counts.lock.wait_for(lambda: counts.taken.get(run_id, 0) < limit, timeout=wait):
+    with _slots_changed:
+        if not _slots_changed.wait_for(lambda: _taken.get(run_id, 0) < limit, timeout=wait):
             raise run_busy(run_id, limit)
-        counts.taken[run_id] = counts.taken.get(run_id, 0) + 1
+        _taken[run_id] = _taken.get(run_id, 0) + 1
     try:
         yield
     finally:
-        with counts.lock:
-            left = counts.taken[run_id] - 1
-            if left:
-                counts.taken[run_id] = left
-            else:
-                del counts.taken[run_id]
-            counts.lock.notify_all()
+        with _slots_changed:
+            _taken[run_id] -= 1
+            if not _taken[run_id]:
+                del _taken[run_id]
+            _slots_changed.notify_all()

@@ -214,10 +214,7 @@ class ProjectChange:
         call taken from its run's budget (with `call`), never-resurrect, idempotency, then both
         caps. Returns the id of an identical live note in the same place instead, when there
         is one (the write is then an idempotent repeat)."""
-        take = None
-        if self.call is not None and not self.call.settled:
-            budget = settings.MEMORY_PORTAL["RUN_CALL_BUDGET"]
-            take = fastsql.CallToTake(self.call.run.pk, self.call.tool, budget, timezone.now())
+        take = self.call.to_take(timezone.now()) if self.call is not None else None
         check = self._write_check(note, take)
         if take is not None:
             if check.calls_used is None:

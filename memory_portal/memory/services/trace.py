@@ -62,3 +62,7 @@ class OpenCall:
     run: Run
     tool: str
     settled: bool = False
+
+    def to_take(self, now) -> fastsql.CallToTake | None:
+        """The call for the write's statement to take, or None once it is settled."""
+        return None if self.settled else fastsql.CallToTake(self.run.pk, self.tool, _budget(), now)

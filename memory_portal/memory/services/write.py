@@ -98,6 +98,11 @@ def insert_note(
     raise AssertionError("unreachable")
 
 
+def _write_details(note: Note) -> dict:
+    """A new note's audit details (never its content)."""
+    return {"kind": note.kind, "scope": note.scope, "target": note.target}
+
+
 def _write_clean(
     actor: Actor,
     project: Project,
@@ -111,29 +116,23 @@ def _write_clean(
     `project_change` + `admit`, written as the condition of the insert. None when it did not
     write (or elsewhere than PostgreSQL): the full protocol below then judges the note and says
     why. Everything is prepared before the lock: the note, its audit event, the counters."""
-    if call is not None and call.settled:
-        return None
+    if actor is None or not actor.is_agent or (call is not None and call.settled):
+        return None  # people's saves and edits take the full protocol (a supersede, a review)
     now = timezone.now()
     note.created_at = note.updated_at = now
-    details = {"kind": note.kind, "scope": note.scope, "target": note.target}
+    details = _write_details(note)
     event = audit_event(actor=actor, action=action, project=project, note=note, details=details)
-    take = None
-    if call is not None:
-        budget = settings.MEMORY_PORTAL["RUN_CALL_BUDGET"]
-        take = fastsql.CallToTake(call.run.pk, call.tool, budget, now)
-    agent = actor is not None and actor.is_agent
     clean = fastsql.CleanWrite(
         project_id=project.pk,
         epoch=epoch,
         cap=settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"],
-        # a person's write has no run quota: a count below any quota stands in for it
-        quota=settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"] if agent else 2**31 - 1,
-        top_level_run_id=actor.run.top_level_run_id if agent else "",
+        quota=settings.MEMORY_PORTAL["RUN_NOTE_QUOTA"],
+        top_level_run_id=actor.run.top_level_run_id,
         place_key=note.place_key,
         content_key=note.content_key,
         counted=counters.moved(None, note),
         now=now,
-        call=take,
+        call=call.to_take(now) if call is not None else None,
     )
     try:
         done = fastsql.write_clean(note, event, clean)
@@ -167,7 +166,7 @@ def _insert_locked(
         return existing_id
     now = change.now
     note.created_at = note.updated_at = now
-    details = {"kind": note.kind, "scope": note.scope, "target": note.target}
+    details = _write_details(note)
     if old is not None:
         note.supersedes = old
         details["supersedes"] = old.pk

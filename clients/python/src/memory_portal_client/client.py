@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from urllib.parse import quote
 
 import httpx
@@ -463,6 +463,16 @@ class _Settings:
         self.retries = retries
         self.max_retry_wait = max_retry_wait
 
+    def with_token(self, token: str) -> Self:
+        """The same server and settings with another token (sharing the connections)."""
+        other = copy.copy(self)
+        other.token, other._owns_http = token, False
+        return other
+
+    def for_run(self, run: m.Run) -> Self:
+        """The client that calls as `run` (its token)."""
+        return self.with_token(run.token)
+
     def _args(self, call: _Call) -> dict[str, Any]:
         """The request's headers, query and body."""
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
@@ -527,15 +537,6 @@ class Client(_Settings, _Routes):
         )
         self._owns_http = True
 
-    def with_token(self, token: str) -> Client:
-        """The same server and settings with another token (sharing the connections)."""
-        other = copy.copy(self)
-        other.token, other._owns_http = token, False
-        return other
-
-    def for_run(self, run: m.Run) -> Client:
-        return self.with_token(run.token)
-
     def _send(self, call: _Call) -> Any:
         for attempt in itertools.count():
             try:
@@ -588,14 +589,6 @@ class AsyncClient(_Settings, _Routes):
             headers={"User-Agent": USER_AGENT},
         )
         self._owns_http = True
-
-    def with_token(self, token: str) -> AsyncClient:
-        other = copy.copy(self)
-        other.token, other._owns_http = token, False
-        return other
-
-    def for_run(self, run: m.Run) -> AsyncClient:
-        return self.with_token(run.token)
 
     async def _send(self, call: _Call) -> Any:  # type: ignore[override]
         for attempt in itertools.count():

@@ -46,6 +46,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    validate_op_namespace,
 )
 
 # LangGraph's own matching of a search filter and of a namespace condition, so this store
@@ -238,6 +239,7 @@ class MemoryPortalStore(BaseStore):
     # --- The operations, each written once ------------------------------------------------
 
     def _operation(self, op: Op) -> Operation:
+        validate_op_namespace(op)  # LangGraph's own rule, for ops handed to batch directly
         if isinstance(op, GetOp):
             return self._get(op.namespace, op.key)
         if isinstance(op, PutOp):

@@ -55,11 +55,12 @@ def pytest_collection_modifyitems(config, items):
 def _vectors_settled():
     """A test that commits notes (a live server, a transactional test) hands their vectors to
     the background thread; let it finish before the test's database is flushed, so no thread
-    writes into the next test."""
+    writes into the next test, nor sweeps for missing vectors in the middle of it."""
     yield
     from memory_portal.memory.services import vectors
 
     assert vectors.background.drain(timeout=60), "the vector thread did not settle"
+    vectors.background.stop_sweeping()  # importing memory_portal.wsgi starts the sweeps
 
 
 @pytest.fixture(autouse=True)

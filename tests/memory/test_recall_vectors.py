@@ -104,6 +104,7 @@ def test_a_servers_thread_sweeps_up_the_vectors_a_killed_process_left(
         _stored(note.pk)
     assert Note.objects.get(pk=day.pk).embedding is None
     assert worker.drain(timeout=10)
+    worker.stop_sweeping()
 
 
 def test_the_background_thread_survives_a_failing_batch(caplog):

@@ -161,6 +161,13 @@ class BackgroundVectors:
             self._ensure_thread()
             self._cond.notify_all()
 
+    def stop_sweeping(self) -> None:
+        """No further sweeps (what is submitted is still stored): a test that started a
+        sweeping thread leaves no timer behind to touch a later test's database."""
+        with self._cond:
+            self._next_sweep = None
+            self._cond.notify_all()
+
     def submit(self, note_ids: list[str]) -> None:
         with self._cond:
             self._adopt()

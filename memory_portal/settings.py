@@ -314,6 +314,9 @@ MEMORY_PORTAL = {
     # end before 429 memory_run_busy (memory/run_slots.py; 0 lifts the limit).
     "RUN_IN_FLIGHT": env_int("MEMORY_RUN_IN_FLIGHT", 8),
     "RUN_IN_FLIGHT_WAIT_MS": env_int("MEMORY_RUN_IN_FLIGHT_WAIT_MS", 1_000),
+    # No agent-facing call runs longer, its slot's wait included: then 503 memory_timeout,
+    # nothing written (memory/deadline.py; 0 lifts the bound).
+    "CALL_TIMEOUT_MS": env_int("MEMORY_CALL_TIMEOUT_MS", 10_000),
     "FACT_DEFAULT_EXPIRY_DAYS": env_int("MEMORY_FACT_DEFAULT_EXPIRY_DAYS", 90),
     "RECALL_THRESHOLD": env_float("MEMORY_RECALL_THRESHOLD", 0.5),
     "RECALL_TIME_BUDGET_SECONDS": env_float("MEMORY_RECALL_TIME_BUDGET_SECONDS", 2.0),

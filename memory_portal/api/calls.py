@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from ninja.responses import NinjaJSONEncoder
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from memory_portal import metrics
-from memory_portal.memory import selectors
+from memory_portal.memory import deadline, selectors
 from memory_portal.memory.access import request_setting
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
@@ -100,11 +102,30 @@ def parse(operation: Operation, arguments: dict | None) -> BaseModel:
 def perform(
     operation: Operation, *, actor: Actor, arguments: BaseModel | dict | None, transport: str
 ) -> Any:
-    """A slot of the run's calls in flight → trace → parse (raw arguments only) → gate →
-    service. Refusals are raised as MemoryPortalError for the transport to map; the trace row
-    has been written by then. A call refused for want of a slot (memory_run_busy) ran nothing
-    and takes nothing from the budget: only the metric counts it."""
+    """The call's time bound (memory/deadline.py) → a slot of the run's calls in flight →
+    trace → parse (raw arguments only) → gate → service. Refusals are raised as
+    MemoryPortalError for the transport to map; the trace row has been written by then. A call
+    refused for want of a slot (memory_run_busy) ran nothing and takes nothing from the
+    budget: only the metric counts it."""
     tool = operation.trace_name(transport)
+    with deadline.bounded_call(), _out_of_time_is_a_timeout():
+        return _in_a_slot(operation, actor, arguments, tool)
+
+
+@contextmanager
+def _out_of_time_is_a_timeout():
+    """A database wait cut to the call's time ran out: the call's answer (and its trace row)
+    is `memory_timeout`, not the busy or unavailable database the failure would otherwise
+    mean. The failed statement's transaction was rolled back: nothing was half written."""
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        if deadline.expired():
+            raise deadline.timed_out() from exc
+        raise
+
+
+def _in_a_slot(operation: Operation, actor: Actor, arguments, tool: str) -> Any:
     if not actor.is_agent:
         return _performed(operation, actor, arguments, tool)
     running = False
@@ -119,7 +140,7 @@ def perform(
 
 
 def _performed(operation: Operation, actor: Actor, arguments, tool: str) -> Any:
-    with traced(actor, tool, settles=operation.settles) as call:
+    with traced(actor, tool, settles=operation.settles) as call, _out_of_time_is_a_timeout():
         args = arguments if isinstance(arguments, operation.args) else parse(operation, arguments)
         if operation.gate is not None:
             operation.gate(actor, operation)

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
+from . import deadline
+
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 BATCH = 32
 
@@ -185,7 +187,8 @@ class OpenAIEmbedder:
             headers["Authorization"] = f"Bearer {self.key}"
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+            timeout = deadline.seconds(self.timeout)  # never past the call's own bound
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
                 payload = json.loads(response.read())
             rows = sorted(payload["data"], key=lambda r: r["index"])
             vectors = np.array([r["embedding"] for r in rows], dtype=np.float32)

@@ -77,6 +77,12 @@ CODES: dict[str, ErrorCode] = {
         "call after Retry-After seconds.",
         retry_after=2,
     ),
+    "memory_timeout": ErrorCode(
+        503,
+        "The call ran out of its time before it wrote anything; nothing was written. Retry "
+        "the same call after Retry-After seconds.",
+        retry_after=2,
+    ),
     "service_unavailable": ErrorCode(
         503,
         "The database is unavailable for a moment; nothing was written. Retry the same call "

@@ -9,6 +9,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
+from memory_portal.memory import deadline
 from memory_portal.memory.errors import MemoryPortalError
 
 MAX_FILE_BYTES = 512_000
@@ -125,11 +126,13 @@ def _run_git(repo_dir: str, *args: str) -> subprocess.CompletedProcess[bytes] | 
     except (OSError, ValueError):
         return None
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
+        stdout, stderr = process.communicate(timeout=deadline.seconds(timeout))
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
+        if deadline.expired():  # cut short by the call's own bound: retryable, not unreadable
+            raise deadline.timed_out() from None
         return None
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 

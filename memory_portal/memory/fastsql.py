@@ -14,7 +14,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, models
 
-from . import counters
+from . import counters, deadline
 from .models import MemorySetting
 
 
@@ -173,6 +173,8 @@ def _busy(exc: OperationalError):
     None for any other failure."""
     if getattr(exc.__cause__, "sqlstate", None) not in {"57014", "55P03"}:
         return None
+    if deadline.expired():  # the wait was cut to the call's time, and that ran out
+        return deadline.timed_out()
     from memory_portal import metrics
 
     from .errors import MemoryPortalError
@@ -199,7 +201,7 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
     if db.vendor != "postgresql":
         yield ""  # SQLite: the busy timeout is one wait already
         return
-    bound = f"SET LOCAL statement_timeout = {int(settings.DB_LOCK_TIMEOUT_MS)}"
+    bound = f"SET LOCAL statement_timeout = {deadline.statement_ms(settings.DB_LOCK_TIMEOUT_MS)}"
     # Server-side binding (an OPTIONS choice this project does not make) takes one statement.
     inline = inline and not restore
     inline = inline and not db.settings_dict["OPTIONS"].get("server_side_binding")
@@ -215,7 +217,8 @@ def bounded_lock_wait(*, restore: bool = True, inline: bool = False):
         raise refusal from exc
     if restore:
         with db.cursor() as cursor:
-            cursor.execute(f"SET LOCAL statement_timeout = {int(settings.DB_STATEMENT_TIMEOUT_MS)}")
+            statement_ms = deadline.statement_ms(settings.DB_STATEMENT_TIMEOUT_MS)
+            cursor.execute(f"SET LOCAL statement_timeout = {statement_ms}")
 
 
 def lock_and_bump(
@@ -409,8 +412,8 @@ def write_clean(
     sql = _CLEAN_WRITE.format(
         begin="SAVEPOINT clean_write" if inside else "BEGIN",
         end="RELEASE SAVEPOINT clean_write" if inside else "COMMIT",
-        lock_ms=int(settings.DB_LOCK_TIMEOUT_MS),
-        statement_ms=int(settings.DB_STATEMENT_TIMEOUT_MS),
+        lock_ms=deadline.statement_ms(settings.DB_LOCK_TIMEOUT_MS),
+        statement_ms=deadline.statement_ms(settings.DB_STATEMENT_TIMEOUT_MS),
         taken=taken,
         note=sql_note,
         sets=sets,

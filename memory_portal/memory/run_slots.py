@@ -19,17 +19,22 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from . import deadline
 from .errors import MemoryPortalError
 
 POLL_SECONDS = 0.02
 
 # Try the run's slots in turn; the first one free is taken (a LIMIT stops at it, so no other
 # is locked). hashtext() maps the run's id to the lock's first key, the same in every process.
+# The same round trip bounds the session's statements by the time the call has left
+# (memory/deadline.py), and giving the slot back restores the configured bound.
 _TAKE = (
-    "SELECT s FROM generate_series(0, %s - 1) AS s"
+    "SELECT s, set_config('statement_timeout', %s, false) FROM generate_series(0, %s - 1) AS s"
     " WHERE pg_try_advisory_lock(hashtext(%s), s) LIMIT 1"
 )
-_GIVE_BACK = "SELECT pg_advisory_unlock(hashtext(%s), %s)"
+_GIVE_BACK = (
+    "SELECT pg_advisory_unlock(hashtext(%s), %s), set_config('statement_timeout', %s, false)"
+)
 
 
 def _limits() -> tuple[int, float]:
@@ -63,14 +68,15 @@ def call_slot(top_level_run_id: str) -> Iterator[None]:
 
 @contextmanager
 def _advisory_slot(db, run_id: str, limit: int, wait: float) -> Iterator[None]:
-    deadline = time.monotonic() + wait
+    gives_up = time.monotonic() + wait
     while True:
+        bound = deadline.statement_ms(settings.DB_STATEMENT_TIMEOUT_MS)
         with db.cursor() as cursor:
-            cursor.execute(_TAKE, [limit, run_id])
+            cursor.execute(_TAKE, [str(bound), limit, run_id])
             row = cursor.fetchone()
         if row is not None:
             break
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= gives_up:
             raise run_busy(run_id, limit)
         time.sleep(POLL_SECONDS)
     slot = row[0]
@@ -80,8 +86,9 @@ def _advisory_slot(db, run_id: str, limit: int, wait: float) -> Iterator[None]:
         # A connection closed or broken during the call has let go of the lock already.
         with contextlib.suppress(Exception):
             if db.connection is not None and not db.needs_rollback:
+                configured = str(settings.DB_STATEMENT_TIMEOUT_MS)
                 with db.cursor() as cursor:
-                    cursor.execute(_GIVE_BACK, [run_id, slot])
+                    cursor.execute(_GIVE_BACK, [run_id, slot, configured])
 
 
 # SQLite: the slots taken per run in this process, and the condition a waiting call waits on.

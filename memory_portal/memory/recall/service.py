@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from memory_portal import metrics
 
+from .. import deadline as call_deadline
 from ..access import check_agent_gate
 from ..actors import Actor
 from ..errors import invalid
@@ -182,8 +183,8 @@ def recall(
         fallback = "no_query"
     else:
         try:
-            deadline = time.monotonic() + conf["time_budget"]
-            scored = score_facts(query, facts, deadline=deadline, detailed=True)
+            ends = time.monotonic() + call_deadline.seconds(conf["time_budget"])
+            scored = score_facts(query, facts, deadline=ends, detailed=True)
             scores, fallback = scored.scores, scored.fallback
         except RecallTimeout:
             fallback = "timeout"

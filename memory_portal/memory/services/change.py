@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .. import counters, fastsql
+from .. import counters, deadline, fastsql
 from ..access import check_agent_gate, project_not_found, request_setting
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -344,6 +344,7 @@ def project_change(
             within._pending = saved
             raise
         return
+    deadline.check()  # a call out of time starts no change (memory/deadline.py)
     change = ProjectChange(project, actor, call=call, audit_details=audit_details)
     try:
         with transaction.atomic():
@@ -354,6 +355,7 @@ def project_change(
                 change.check_gate()
             yield change
             change._flush()
+            deadline.check()  # nor commits one that ran past its time: it rolls back whole
     except BaseException:
         change._unsettle()  # the API call's budget and trace row rolled back too
         raise

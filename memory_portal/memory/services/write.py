@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from memory_portal import metrics
 
-from .. import counters, fastsql
+from .. import counters, deadline, fastsql
 from ..access import replacing_needs_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -134,6 +134,7 @@ def _write_clean(
         now=now,
         call=call.to_take(now) if call is not None else None,
     )
+    deadline.check()
     try:
         done = fastsql.write_clean(note, event, clean)
     except IntegrityError:

@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from memory_portal.memory import services
 from memory_portal.memory.models import Kind, MemorySetting, Note
-from memory_portal.memory.recall.facts import FactCache, fact_cache, live_fact_rows, own_notes
+from memory_portal.memory.recall.cache import FactCache, fact_cache
+from memory_portal.memory.recall.facts import live_fact_rows, own_notes
 from memory_portal.memory.recall.service import recall, score_facts
 from memory_portal.memory.selectors import AgentView
 from tests.conftest import build_world

@@ -87,6 +87,28 @@ def test_search_ranks_a_note_without_a_stored_vector_by_words(world):
     assert search(world, "staging VPN") == [vpn.pk]
 
 
+def test_a_repeated_search_reads_ids_then_only_the_winners_rows(world):
+    """The candidates are read as ids, with whether each matches the words, and scored from the
+    revision-keyed row cache; only the page's notes are read whole. A change to the project (a new revision) is seen at once."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    vpn = lesson(world, VPN)
+    for i in range(20):
+        lesson(world, f"Unrelated lesson number {i} about the billing export")
+    query = "Is the VPN needed for staging?"
+    assert search(world, query)[0] == vpn.pk  # the first search reads the rows and keeps them
+    with CaptureQueriesContext(connection) as queries:
+        assert search(world, query)[0] == vpn.pk
+    notes = [q["sql"] for q in queries if ' FROM "project_memory_entry"' in q["sql"]]
+    assert len(notes) == 2, notes  # the candidates with their word matches, the winners
+    column = '"project_memory_entry"."content",'  # the content read as a column, not matched
+    assert [column in sql.split(" FROM ")[0] for sql in notes] == [False, True]
+    assert len(queries) == 3  # and the project's revision (a tool call has it from its token)
+    again = lesson(world, VPN_AGAIN)  # the revision moves: the new note is a candidate at once
+    assert set(search(world, query)[:2]) == {vpn.pk, again.pk}
+
+
 def test_the_review_reports_near_duplicates_and_merges_nothing(world, settings):
     older = services.fact_save(actor=world.as_agent, text=VPN).note
     newer = services.fact_save(actor=world.as_agent, text=VPN_AGAIN).note

@@ -16,7 +16,7 @@ from memory_portal.memory.embeddings import decode_many
 from memory_portal.memory.models import Note
 from memory_portal.memory.portability import project_export, project_import
 from memory_portal.memory.recall import hybrid
-from memory_portal.memory.recall.facts import fact_cache
+from memory_portal.memory.recall.cache import fact_cache
 from memory_portal.memory.recall.service import recall
 from memory_portal.memory.services import vectors
 
@@ -96,9 +96,10 @@ def test_a_servers_thread_sweeps_up_the_vectors_a_killed_process_left(
     worker = vectors.BackgroundVectors()
     worker.start(sweep=True)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and Note.objects.filter(
-        pk__in=[n.pk for n in lost], embedding__isnull=True
-    ).exists():
+    while (
+        time.monotonic() < deadline
+        and Note.objects.filter(pk__in=[n.pk for n in lost], embedding__isnull=True).exists()
+    ):
         time.sleep(0.05)
     for note in lost:
         _stored(note.pk)

@@ -7,15 +7,28 @@ from datetime import date
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import BooleanField, F, Func, IntegerField, Q, QuerySet, TextField, Value
+from django.db.models import (
+    BooleanField,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+)
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Concat
 
+from ..access import request_setting
 from ..actors import Actor
 from ..embeddings import embedding_settings
 from ..models import Note, Project
-from ..recall.hybrid import TextRow, hybrid_scores
+from ..recall.cache import fact_cache
+from ..recall.hybrid import Facts, TextRow, hybrid_scores
 from ..validation import reject_unstorable
+from .projects import setting_get
 from .visibility import notes_for_actor
 
 
@@ -48,7 +61,8 @@ def notes_search(
     text_qs = _full_text(qs, query)
     if not embedding_settings()["enabled"] or _uses_operators(query):
         return text_qs
-    return _hybrid_ranked(qs, text_qs, query)
+    project = project or (actor.run.project if actor.is_agent else None)
+    return _hybrid_ranked(qs, text_qs, query, project=project, actor=actor)
 
 
 def _uses_operators(query: str) -> bool:
@@ -62,18 +76,26 @@ SEARCH_SCAN = 5_000  # the newest notes a search compares by meaning (a project 
 SEARCH_RESULTS = 200  # a hybrid search ranks at most this many notes
 
 
-def _hybrid_ranked(qs: QuerySet[Note], text_qs: QuerySet[Note], query: str) -> QuerySet[Note]:
+def _hybrid_ranked(
+    qs: QuerySet[Note], text_qs: QuerySet[Note], query: str, *, project, actor: Actor
+) -> QuerySet[Note]:
     """The full-text matches and the meaning matches of `qs`, ranked by the hybrid score
     (lexical and semantic, the recall scorer; notes without a stored vector by words alone),
-    then newest first. One query embedding, one matrix product over stored vectors."""
-    text_ids = set(text_qs.values_list("id", flat=True)[:SEARCH_SCAN])
-    rows = TextRow.of(qs.order_by("-created_at", "-id")[:SEARCH_SCAN])
-    seen = {r.id for r in rows}
-    missing = [i for i in text_ids if i not in seen]
-    if missing:
-        rows += TextRow.of(qs.filter(pk__in=missing))
-    if not rows:
+    then newest first. One query embedding (cached), one matrix product over stored vectors.
+
+    Ids first, then the winners' rows: one query reads the candidates' ids (the newest
+    SEARCH_SCAN, more than a project may store) with whether each matches the words; their
+    rows — with the terms' scorer and the decoded vectors — come from the revision-keyed cache
+    recall uses (recall/cache.py); and only the notes that win are read whole, as the page's
+    query."""
+    newest = qs.order_by("-created_at", "-id")
+    pairs = list(
+        newest.annotate(text_match=_text_match(query)).values_list("id", "text_match")[:SEARCH_SCAN]
+    )
+    if not pairs:
         return text_qs
+    text_ids = {i for i, matched in pairs if matched}
+    rows = _candidates(newest, tuple(i for i, _ in pairs), project, actor)
     scores = hybrid_scores(query, rows, stored_only=True).scores
     threshold = settings.MEMORY_PORTAL.get("RECALL_THRESHOLD", 0.5)
     kept = [
@@ -86,6 +108,15 @@ def _hybrid_ranked(qs: QuerySet[Note], text_qs: QuerySet[Note], query: str) -> Q
     if not ranked:
         return qs.none()
     return qs.filter(pk__in=ranked).order_by(_place_in(ranked).asc())
+
+
+def _candidates(newest: QuerySet[Note], ids: tuple, project: Project | None, actor: Actor) -> Facts:
+    """The rows of the notes `ids` (read by `newest`), through the cache at the project's
+    current revision (as the token check read it, or read now)."""
+    if project is None:
+        return Facts(TextRow.of(newest.filter(pk__in=ids)))
+    setting = request_setting(actor, project) or setting_get(project=project)
+    return fact_cache.facts(project, setting.revision, newest, ids=ids)
 
 
 def _place_in(ids: list[str]) -> Func:
@@ -108,23 +139,33 @@ def _place_in(ids: list[str]) -> Func:
     )
 
 
-def _full_text(qs: QuerySet[Note], query: str) -> QuerySet[Note]:
+_TSQUERY = "websearch_to_tsquery('english', %s)"
+
+
+def _text_match(query: str):
+    """Whether a note matches the query's words, as an expression: PostgreSQL's full-text
+    match on the generated `search_vector`; SQLite: every word in content or summary."""
     if connection.vendor == "postgresql":
-        tsquery = "websearch_to_tsquery('english', %s)"
-        # The project first, then the words: the match is on an expression the GIN index does
-        # not cover, so PostgreSQL reads the project's rows (at most the cap) by its btree
-        # index and tests each stored vector, instead of collecting the word's rows across
-        # every project from the GIN index and discarding all but this project's.
-        qs = qs.filter(
-            RawSQL(
-                f"coalesce(project_memory_entry.search_vector, ''::tsvector) @@ {tsquery}",
-                (query,),
-                BooleanField(),
-            )
-        ).annotate(rank=RawSQL(f"ts_rank(project_memory_entry.search_vector, {tsquery})", (query,)))
-        return qs.order_by("-rank", "-created_at", "-id")
+        return RawSQL(
+            f"coalesce(project_memory_entry.search_vector, ''::tsvector) @@ {_TSQUERY}",
+            (query,),
+            BooleanField(),
+        )
+    words = Q()
     for word in query.split():
         word = word.strip("\"'")
         if word and word.lower() not in {"or", "and"} and not word.startswith("-"):
-            qs = qs.filter(Q(content__icontains=word) | Q(summary__icontains=word))
+            words &= Q(content__icontains=word) | Q(summary__icontains=word)
+    return ExpressionWrapper(words, BooleanField()) if words else Value(True)
+
+
+def _full_text(qs: QuerySet[Note], query: str) -> QuerySet[Note]:
+    # On PostgreSQL the project first, then the words: the match is on an expression the GIN
+    # index does not cover, so PostgreSQL reads the project's rows (at most the cap) by its
+    # btree index and tests each stored vector, instead of collecting the word's rows across
+    # every project from the GIN index and discarding all but this project's.
+    qs = qs.filter(_text_match(query))
+    if connection.vendor == "postgresql":
+        rank = RawSQL(f"ts_rank(project_memory_entry.search_vector, {_TSQUERY})", (query,))
+        return qs.annotate(rank=rank).order_by("-rank", "-created_at", "-id")
     return qs.order_by("-created_at", "-id")

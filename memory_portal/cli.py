@@ -137,6 +137,8 @@ def show_list(data: list[dict]) -> str:
 
 def show_recall(body: dict) -> str:
     if body.get("skipped"):
+        if body.get("skipReason") == "slash_command":
+            return "Skipped: a slash command gets no start recall."
         return "Skipped: this run already recalled at its start in the last 24 hours."
     lines = []
     if body.get("fallback") in ("embeddings_endpoint", "embeddings_warming", "lexical_only"):

@@ -83,6 +83,7 @@ def _recall(actor: Actor, args: s.RecallIn) -> dict:
         "object": "recall",
         "agentId": result.agent.id,
         "skipped": result.skipped,
+        "skipReason": result.skip_reason,
         "fallback": result.fallback,
         "memories": [{**serializers.memory(p.note), "score": p.score} for p in result.memories],
         "dayLog": result.day_lines,

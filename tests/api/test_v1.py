@@ -136,6 +136,24 @@ def test_start_recall_is_skipped_within_24_hours(api, tokens, world):
     assert on_demand["skipped"] is False
     again = api.post("/api/v1/memories/recall", tokens.agent, {"query": "VPN", "start": True})
     assert again.json()["skipped"] is True and again.json()["memories"] == []
+    assert again.json()["skipReason"] == "recalled_recently"
+    assert first.json()["skipReason"] is None
+
+
+def test_a_slash_command_gets_no_start_recall_and_keeps_the_window(api, tokens, world):
+    """Seed 001: a conversation message that begins with `/` skips the start recall; the
+    next message of the run still gets its start recall."""
+    from memory_portal.memory.models import Note
+
+    save(api, tokens.agent, text="The staging deploy needs the VPN switched on")
+    url = "/api/v1/memories/recall"
+    slash = api.post(url, tokens.agent, {"query": "  /deploy staging VPN", "start": True}).json()
+    assert (slash["skipped"], slash["skipReason"], slash["memories"]) == (True, "slash_command", [])
+    assert slash["block"] == "" and Note.objects.get(kind="fact").recall_count == 0
+    message = api.post(url, tokens.agent, {"query": "VPN for staging", "start": True}).json()
+    assert message["skipped"] is False and len(message["memories"]) == 1
+    on_demand = api.post(url, tokens.agent, {"query": "/ VPN"}).json()  # not a start recall
+    assert on_demand["skipped"] is False and on_demand["skipReason"] is None
 
 
 def test_person_recall_names_the_agent(api, tokens, world):

@@ -223,6 +223,11 @@ class RecallOut(Schema):
     object: Literal["recall"] = "recall"
     agentId: str
     skipped: bool
+    skipReason: Literal["recalled_recently", "slash_command"] | None = Field(
+        None,
+        description="Why a start recall was skipped: the run recalled at its start in the last "
+        "24 hours, or the message is a slash command (it begins with /).",
+    )
     fallback: str | None
     memories: list[RecalledMemoryOut]
     dayLog: list[str]

@@ -75,6 +75,7 @@ class RecallResult:
     day_lines: list[str]
     block: str
     skipped: bool = False
+    skip_reason: str | None = None  # SKIP_RECENT or SKIP_SLASH_COMMAND when skipped
     fallback: str | None = None
     tokens: int = 0
     considered: int = 0
@@ -141,6 +142,16 @@ def pick(facts: Sequence, scores: list[float] | None, threshold: float) -> list[
     return picked
 
 
+SKIP_RECENT = "recalled_recently"  # the top-level run had its start recall in the last 24 h
+SKIP_SLASH_COMMAND = "slash_command"  # the start message is a slash command
+
+
+def _skipped(agent: Agent, reason: str) -> RecallResult:
+    return RecallResult(
+        agent=agent, memories=[], day_lines=[], block="", skipped=True, skip_reason=reason
+    )
+
+
 @metrics.RECALL_SECONDS.time()
 def recall(
     *,
@@ -154,7 +165,8 @@ def recall(
     """Recall for an agent (its own run) or, for a person, for the agent they name. A start
     recall without a query scores against the run's task (title and description) when the
     run has one, and lists the newest facts when it has none. A start recall is skipped when
-    the same top-level run had one in the last 24 hours; an on-demand recall counts the picks
+    the same top-level run had one in the last 24 hours, or when its query (the conversation's
+    message) is a slash command, beginning with `/`; an on-demand recall counts the picks
     but leaves that window alone. `mark=False` is the dashboard's
     preview: nothing is counted or remembered."""
     now = now or timezone.now()
@@ -168,8 +180,12 @@ def recall(
         reject_unstorable("query", query)
         if len(query) > RECALL_QUERY_MAX:
             raise invalid("query", f"query holds at most {RECALL_QUERY_MAX} characters.")
+    if start and query and query.lstrip().startswith("/"):
+        # A slash command in a conversation (seed 001) is no task to recall for; it leaves the
+        # run's start window alone, so the next message still gets its start recall.
+        return _skipped(agent, SKIP_SLASH_COMMAND)
     if start and actor.is_agent and mark and not _claim_start(actor, now):
-        return RecallResult(agent=agent, memories=[], day_lines=[], block="", skipped=True)
+        return _skipped(agent, SKIP_RECENT)
     conf = recall_settings()
     # What the agent itself would be served: its run's view, or (a person's recall for an
     # agent, the dashboard preview) the agent's.

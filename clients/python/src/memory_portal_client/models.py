@@ -322,6 +322,7 @@ class Recall(Model):
     day_log: list[str]
     block: str
     tokens: int
+    skip_reason: str | None = None  # "recalled_recently" or "slash_command" when skipped
     object: str = "recall"
     raw: dict[str, Any] = _raw()
 

@@ -15,7 +15,11 @@ memory_urls = [
 ]
 
 # One URL per row action of NOTE_VERBS: `note-approve`, `note-forget`, …
-note_urls = [path("", views.note_detail, name="note")] + [
+note_urls = [
+    path("", views.note_detail, name="note"),
+    # A row's edit or archive panel, loaded when it is opened (GET; its form posts the verb).
+    path("<str:verb>/form/", views.note_panel, name="note-panel"),
+] + [
     path(f"{verb}/", views.note_action, {"verb": verb}, name=f"note-{verb}") for verb in NOTE_VERBS
 ]
 

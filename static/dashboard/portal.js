@@ -187,7 +187,7 @@
         toast({ level: "info", message: "Press j to pick a note first." });
         return;
       }
-      var button = rows[current].querySelector('[data-shortcut="' + key + '"]');
+      var button = rows[current].querySelector('button[aria-keyshortcuts="' + key + '"]');
       if (button) {
         button.click();
       } else {
@@ -265,6 +265,15 @@
     var field = details.querySelector("textarea, input[type=text]");
     if (field) field.focus();
   }, true);
+
+  // A panel is loaded when first opened: its field takes the focus once it is in.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var slot = event.detail && event.detail.target;
+    if (!slot || !slot.matches || !slot.matches(".panel-slot")) return;
+    var details = slot.closest("details.popover");
+    var field = slot.querySelector("textarea, input[type=text]");
+    if (details && details.open && field) field.focus();
+  });
 
   // --- After every page load or htmx swap ----------------------------------------------------
   function refresh() {

@@ -90,12 +90,15 @@ class BrowserPage:
 
 @pytest.fixture
 def open_page(browser, live_server):
-    """open_page(user=None, width="desktop") -> BrowserPage; a user is logged in by cookie."""
+    """open_page(user=None, width="desktop", javascript=True) -> BrowserPage; a user is
+    logged in by cookie."""
     contexts = []
 
-    def open_(user=None, width: str = "desktop") -> BrowserPage:
+    def open_(user=None, width: str = "desktop", *, javascript: bool = True) -> BrowserPage:
         w, h = WIDTHS[width]
-        context = browser.new_context(viewport={"width": w, "height": h})
+        context = browser.new_context(
+            viewport={"width": w, "height": h}, java_script_enabled=javascript
+        )
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         if user is not None:

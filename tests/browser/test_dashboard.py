@@ -10,7 +10,7 @@ from memory_portal.memory import services
 from memory_portal.memory.models import MemorySetting, Note, Trust
 
 from ..dashboard.conftest import day_log_yesterday, save_fact, write_note, write_notes
-from .conftest import SKIP_REASON, TIMEOUT_MS, axe_violations
+from .conftest import SCREENSHOTS, SKIP_REASON, TIMEOUT_MS, axe_violations
 
 expect = pytest.importorskip("playwright.sync_api", reason=SKIP_REASON).expect
 
@@ -197,11 +197,35 @@ def test_bulk_approve(world, open_page):
     assert page.errors == []
 
 
-def test_edit_and_archive_from_a_row(world, open_page):
+def test_row_actions_work_without_javascript(world, open_page):
+    """A row's buttons post the page's one form to their own URL, and its panels lead to the
+    note's page, which has the forms: every action works with JavaScript off."""
+    note, other = write_notes(world, 2, prefix="Plain")
+    page = open_page(world.manager, javascript=False)
+    page.goto("/p/acme-web/?q=Plain")
+    row(page, note).get_by_role("button", name="Veto").click()
+    expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/?q=Plain")  # back where it was
+    expect(row(page, note).get_by_role("button", name="Undo")).to_be_visible()
+    assert Note.objects.get(pk=note.pk).is_vetoed
+    row(page, other).locator("summary", has_text="Archive").click()
+    row(page, other).screenshot(path=str(SCREENSHOTS / "row-panel-without-javascript.png"))
+    row(page, other).get_by_role("link", name="Archive on the note's page").click()
+    expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/notes/{other.pk}/")
+    page.page.get_by_label("Archive with a reason").fill("Done with it")
+    page.page.get_by_role("button", name="Archive", exact=True).click()
+    assert Note.objects.get(pk=other.pk).status == "archived"
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_edit_and_archive_from_a_row(world, open_page, width):
+    """The panel is loaded when it is opened, its field focused."""
     fact = save_fact(world, "Reports read from the primary")
-    page = open_page(world.member)
+    page = open_page(world.member, width)
     page.goto("/p/acme-web/")
     row(page, fact).locator("summary", has_text="Edit").click()
+    expect(row(page, fact).locator("textarea")).to_be_focused()
+    expect(row(page, fact).locator("textarea")).to_have_value("Reports read from the primary")
+    row(page, fact).screenshot(path=str(SCREENSHOTS / f"row-edit-panel-{width}.png"))
     row(page, fact).locator("textarea").fill("Reports read from the replica")
     row(page, fact).get_by_role("button", name="Save edit").click()
     expect(row(page, fact)).to_contain_text("superseded by")

@@ -28,7 +28,10 @@ def _row(html: str, note_id: str) -> str:
 
 
 def _buttons(row: str) -> set[str]:
-    return set(re.findall(r'<button type="submit" class="btn[^"]*"[^>]*>([^<]+)</button>', row))
+    """The row's actions: its buttons and the panels (edit, archive) it opens."""
+    buttons = re.findall(r'<button form="row-actions"[^>]*>([^<]+)</button>', row)
+    panels = re.findall(r'<summary class="btn" hx-get="[^"]+/form/[^>]*>([^<]+)</summary>', row)
+    return set(buttons) | set(panels)
 
 
 @pytest.fixture
@@ -74,20 +77,23 @@ def test_every_state_draws_its_row(who, states, world, manager_client, member_cl
     assert 'class="note-row status-active trust-learned"' in learned
     assert 'title="Last recalled 2026-03-04 05:06 UTC">1</span>' in learned
     assert _buttons(learned) == (
-        {"Approve", "Reject", "Veto", "Save edit", "Archive note", "Forget"}
+        {"Approve", "Reject", "Veto", "Edit", "Archive", "Forget"}
         if manager
-        else {"Veto", "Save edit", "Archive note"}
+        else {"Veto", "Edit", "Archive"}
     )
-    assert 'data-shortcut="a"' in learned if manager else 'data-shortcut="a"' not in learned
-    assert f'action="/p/{SLUG}/notes/{states["learned"].pk}/veto/"' in learned
-    assert 'name="csrfmiddlewaretoken"' in learned
+    shortcut = 'aria-keyshortcuts="a"'
+    assert shortcut in learned if manager else shortcut not in learned
+    assert f'formaction="/p/{SLUG}/notes/{states["learned"].pk}/veto/"' in learned
+    # No form in a row: its buttons post the page's one form (CSRF token and `next`).
+    assert "<form" not in learned and 'name="csrfmiddlewaretoken"' not in learned
+    assert html.count('<form id="row-actions" method="post" hidden>') == 2  # one a page
     assert "Never recalled" in row["reviewed"]
 
     # A reviewed or rejected note is edited by a manager only; approve / reject what it is not.
     assert ("Approve" not in _buttons(row["reviewed"])) and (
         ("Reject" in _buttons(row["reviewed"])) == manager
     )
-    assert ("Save edit" in _buttons(row["rejected"])) == manager
+    assert ("Edit" in _buttons(row["rejected"])) == manager
     assert ("Approve" in _buttons(row["rejected"])) == manager
 
     vetoed = row["vetoed"]
@@ -204,3 +210,25 @@ def test_a_text_search_answers_by_relevance_with_the_words_marked(world, manager
     assert re.findall(r'<tr id="note-(mem_\w+)"', sorted_html)[0] == apart.pk
     # Matched on the text, escaped after: no mark inside an escaped character.
     assert str(marked("a & b's <amp>", ["amp"])) == "a &amp; b&#x27;s &lt;<mark>amp</mark>&gt;"
+
+
+def test_a_rows_panel_is_loaded_when_opened(world, states, manager_client, member_client):
+    """The edit and archive panels come from their own GET (htmx): the form, its CSRF token, the
+    page to return to and the review section; a person the rule does not let act gets none;
+    without htmx the note's page, which has both forms."""
+    note = states["learned"]
+    url = f"/p/{SLUG}/notes/{note.pk}/edit/form/?section=learned"
+    htmx = {"HTTP_HX_REQUEST": "true", "HTTP_HX_CURRENT_URL": f"http://testserver/p/{SLUG}/review/"}
+    panel = manager_client.get(url, **htmx).content.decode()
+    assert f'hx-post="/p/{SLUG}/notes/{note.pk}/edit/"' in panel
+    assert f">{note.content}</textarea>" in panel and 'name="csrfmiddlewaretoken"' in panel
+    assert f'name="next" value="/p/{SLUG}/review/"' in panel
+    assert 'name="section" value="learned"' in panel
+    archive = manager_client.get(f"/p/{SLUG}/notes/{note.pk}/archive/form/", **htmx)
+    assert 'name="reason"' in archive.content.decode() and "section" not in archive.content.decode()
+    plain = manager_client.get(url)
+    assert plain.status_code == 302 and plain["Location"] == f"/p/{SLUG}/notes/{note.pk}/"
+    reviewed = states["reviewed"]  # a member may not edit a reviewed note
+    refused = member_client.get(f"/p/{SLUG}/notes/{reviewed.pk}/edit/form/", **htmx)
+    assert refused.status_code == 404
+    assert manager_client.get(f"/p/{SLUG}/notes/{note.pk}/veto/form/", **htmx).status_code == 404

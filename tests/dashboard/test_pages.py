@@ -301,7 +301,7 @@ def test_review_queue_sections_and_shortcuts(world, manager_client):
     assert old.pk in unrecalled
     day = html[html.index('id="queue-day-lines"') :]
     assert "looked at the flaky test" in day and "Lift into a fact" in day
-    assert 'data-shortcut="a"' in html and 'data-shortcut="v"' in html
+    assert 'aria-keyshortcuts="a"' in html and 'aria-keyshortcuts="v"' in html
 
 
 def test_review_queue_empty_states(world, member_client):

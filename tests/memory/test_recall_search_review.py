@@ -89,7 +89,8 @@ def test_search_ranks_a_note_without_a_stored_vector_by_words(world):
 
 def test_a_repeated_search_reads_ids_then_only_the_winners_rows(world):
     """The candidates are read as ids, with whether each matches the words, and scored from the
-    revision-keyed row cache; only the page's notes are read whole. A change to the project (a new revision) is seen at once."""
+    revision-keyed row cache; only the page's notes are read whole. A change to the project (a
+    new revision) is seen at once."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

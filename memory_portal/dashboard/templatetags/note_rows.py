@@ -1,34 +1,23 @@
 """`{% note_rows notes %}`: rows of the notes table, drawn by their Jinja2 template
 (templates/jinja2/dashboard/note_rows.html, dashboard/jinja.py) in one call, with NoteTable's
-columns and the page's `project`, `access`, `next` and `oob`. Every page and htmx fragment that
-shows a note's row draws it through this tag: the notes table, the review queue and
-`row_response`."""
+columns and the page's `project`, `access` and `oob`. The rows' buttons post the page's one
+`#row-actions` form (project_memory.html, partial `row_actions_form`). Every page and htmx
+fragment that shows a note's row draws it through this tag: the notes table, the review queue
+and `row_response`."""
 
 from __future__ import annotations
 
 from django import template
 from django.template import engines
-from django.template.defaulttags import CsrfTokenNode
-from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from memory_portal.memory.access import note_actions
-from memory_portal.memory.validation import ARCHIVE_REASON_MAX
 
 from ..tables import NoteTable
 from .fast_url import PlainReverser
 
 register = template.Library()
-_csrf_input = CsrfTokenNode()
 _COLUMNS = NoteTable.row_columns()
-
-
-def _section_input(section: str) -> SafeString:
-    """A row of a review-queue section sends the section's key with its actions: the answer
-    takes the row out once it no longer belongs there (views/base.py `rows_response`)."""
-    if not section:
-        return mark_safe("")
-    return format_html('<input type="hidden" name="section" value="{}">', section)
 
 
 def _searched(filterset) -> list[str]:
@@ -53,14 +42,13 @@ def note_rows(context, notes) -> SafeString:
             columns=_COLUMNS,
             project=context["project"],
             access=context["access"],
-            next=context.get("next", ""),
             oob=context.get("oob", False),
             url=PlainReverser(),
             allowed=allowed,
-            reason_max=ARCHIVE_REASON_MAX,
-            # Django's own {% csrf_token %}: the page's token, or nothing where there is none.
-            csrf_input=_csrf_input.render(context),
-            section_input=_section_input(context.get("section_key", "")),
+            # A row of a review-queue section sends the section's key with its actions: the
+            # answer takes the row out once it no longer belongs there (views/base.py
+            # `rows_response`).
+            section=context.get("section_key", ""),
             words=_searched(context.get("filter")),
         )
     )

@@ -4,7 +4,14 @@ and anything of a project a person does not belong to is a 404. `base` is the ed
 `pages` the read-only pages, `actions` the changes to notes, `controls` a project's switch,
 reset, daily reviews and deletes, `activity` runs and the audit log."""
 
-from .actions import agent_fact_save, day_line_lift, note_action, notes_bulk, recovery_restore
+from .actions import (
+    agent_fact_save,
+    day_line_lift,
+    note_action,
+    note_panel,
+    notes_bulk,
+    recovery_restore,
+)
 from .activity import audit, run_delete, run_detail, run_revert, run_revert_undo, runs
 from .base import LoginView
 from .connect import agent_change, agent_create, connect, key_seen
@@ -53,6 +60,7 @@ __all__ = [
     "memory_enable",
     "memory_reset",
     "note_action",
+    "note_panel",
     "note_detail",
     "overview",
     "notes_bulk",

@@ -9,11 +9,17 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
+from django.template import engines
 from django.urls import reverse
+from django.utils.html import format_html
 
 from memory_portal.memory import selectors, services
+from memory_portal.memory.access import note_actions
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.validation import ARCHIVE_REASON_MAX
 
 from ..forms import (
     BULK_ACTIONS,
@@ -24,7 +30,9 @@ from ..forms import (
     FactForm,
     LiftForm,
 )
+from ..templatetags.fast_url import PlainReverser
 from .base import (
+    SECTION_KEYS,
     actor_of,
     done,
     form_refused,
@@ -32,6 +40,7 @@ from .base import (
     not_found_edge,
     project_action,
     project_context,
+    project_page,
     refusal,
     refusal_edge,
     rows_response,
@@ -97,6 +106,41 @@ def _undo(request, access, verb: str, note_id: str, result) -> dict | None:
     if verb == "forget":
         return {"url": reverse("dashboard:restore", args=[slug, result.pk]), "label": "Undo"}
     return None
+
+
+PANEL_VERBS = ("edit", "archive")  # the row actions that ask for text first
+
+
+@project_page
+def note_panel(request, access, note_id, verb):
+    """The edit or archive panel of a note's row, loaded when the row's panel is opened
+    (templates/jinja2/dashboard/note_panel.html), for a person the rule lets do it
+    (access.note_actions). Its form returns to the page it was opened on; a request that is
+    not htmx's goes to the note's page, which has both forms."""
+    if verb not in PANEL_VERBS:
+        raise Http404("No such panel.")
+    note = selectors.note_get(actor=actor_of(request), note_id=note_id, project=access.project)
+    if not request.htmx:
+        return redirect("dashboard:note", access.project.slug, note.pk)
+    if verb not in note_actions(note, manager=access.is_manager):
+        raise Http404("Nothing to do to this note here.")
+    section = request.GET.get("section", "")
+    note_url = reverse("dashboard:note", args=[access.project.slug, note.pk])
+    panel = engines["jinja2"].env.get_template("dashboard/note_panel.html")
+    return HttpResponse(
+        panel.render(
+            note=note,
+            verb=verb,
+            project=access.project,
+            url=PlainReverser(),
+            csrf_input=format_html(
+                '<input type="hidden" name="csrfmiddlewaretoken" value="{}">', get_token(request)
+            ),
+            section=section if section in SECTION_KEYS else "",
+            next=request.htmx.current_url_abs_path or note_url,
+            reason_max=ARCHIVE_REASON_MAX,
+        )
+    )
 
 
 @project_action

@@ -34,12 +34,15 @@ from memory_portal.memory.recall.lexical import lexical_scores
 from memory_portal.memory.recall.service import pick, recall_settings
 from memory_portal.memory.validation import task_text
 
-SCORERS = ("lexical", "semantic", "hybrid")
+SCORERS = ("lexical", "semantic", "hybrid", "cosine")
+RANKS = (1, 5)  # R@k: an expected fact among the first k of the agent's facts, ranked
 
 
 def _scorer(name: str, shared: dict | None = None):
-    """The scorer called `name`; `shared` lets the semantic and hybrid runs of one comparison
-    compute each (query, agent) once."""
+    """The scorer called `name`: (query, facts) -> (scores, order), `order` being what its
+    picks are ranked by (None: the scores). `cosine` is the bare model, a peer for ranking: the
+    facts by their cosine to the query, scores being the cosines. `shared` lets the runs of one
+    comparison compute each (query, agent) once."""
     shared = {} if shared is None else shared
 
     def scored(query, facts):
@@ -48,12 +51,21 @@ def _scorer(name: str, shared: dict | None = None):
             shared[key] = hybrid_scores(query, facts)
         return shared[key]
 
+    def cosines(query, facts):
+        found = scored(query, facts).cosines or [None] * len(facts)
+        return [c if c is not None else -1.0 for c in found]
+
     if name == "lexical":
-        return lexical_scores
+        return lambda query, facts: (lexical_scores(query, facts), None)
     if name == "semantic":
-        return lambda query, facts: scored(query, facts).semantic or [0.0] * len(facts)
+        return lambda query, facts: (
+            scored(query, facts).semantic or [0.0] * len(facts),
+            scored(query, facts).cosines,
+        )
     if name == "hybrid":
-        return lambda query, facts: scored(query, facts).scores
+        return lambda query, facts: (scored(query, facts).scores, scored(query, facts).cosines)
+    if name == "cosine":
+        return lambda query, facts: (cosines(query, facts), None)
     raise ValueError(f"unknown scorer {name!r}; one of {', '.join(SCORERS)}")
 
 
@@ -94,6 +106,7 @@ class QueryOutcome:
     query: str
     expected: set[str]
     picked: list[tuple[str, float]]  # (fact key, score), best first
+    ranked: list[str] = field(default_factory=list)  # every fact of the agent, best first
 
     @property
     def picked_keys(self) -> set[str]:
@@ -135,6 +148,13 @@ class SetFigures:
     @property
     def recall(self) -> float:
         return self.hits / self.expected if self.expected else 1.0
+
+    def r_at(self, k: int) -> float:
+        """The share of queries with an expected fact among the first `k` of the ranking."""
+        if not self.outcomes:
+            return 1.0
+        found = sum(bool(o.expected & set(o.ranked[:k])) for o in self.outcomes)
+        return found / len(self.outcomes)
 
 
 @dataclass
@@ -179,10 +199,18 @@ def _facts_by_agent(facts: list[dict]) -> dict[str, list[_Fact]]:
 
 
 def _run(query: str, agent: str, facts: list[_Fact], threshold: float, scorer=None) -> QueryOutcome:
-    scores = (scorer or _scorer("hybrid"))(query, facts)
-    picked = pick(facts, scores, threshold)
+    scores, order = (scorer or _scorer("hybrid"))(query, facts)
+    picked = pick(facts, scores, threshold, order)
+    # The whole ranking, as recall orders it: the picks as picked, then the rest the same way.
+    rest = pick(facts, scores, float("-inf"), order)
+    chosen = {p.note.key for p in picked}
+    ranked = [p.note.key for p in picked] + [p.note.key for p in rest if p.note.key not in chosen]
     return QueryOutcome(
-        agent=agent, query=query, expected=set(), picked=[(p.note.key, p.score) for p in picked]
+        agent=agent,
+        query=query,
+        expected=set(),
+        picked=[(p.note.key, p.score) for p in picked],
+        ranked=ranked,
     )
 
 
@@ -261,7 +289,7 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
     """One line per scorer and set: the figures the three scorers are compared on."""
     out = [
         f"{'scorer':<9} {'set':<11} {'queries':>7} {'expected':>8} {'picked':>6} {'right':>5} "
-        f"{'precision':>9} {'recall':>6} {'unrelated picks':>15}"
+        f"{'precision':>9} {'recall':>6} {'R@1':>5} {'R@5':>5} {'unrelated picks':>15}"
     ]
     for ev in evaluations:
         rows = [
@@ -278,7 +306,8 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
             out.append(
                 f"{ev.scorer:<9} {label:<11} {len(figures.outcomes):>7} {figures.expected:>8} "
                 f"{figures.picked:>6} {figures.hits:>5} {figures.precision:>9.3f} "
-                f"{figures.recall:>6.3f} {picks:>15}"
+                f"{figures.recall:>6.3f} {figures.r_at(1):>5.2f} {figures.r_at(5):>5.2f} "
+                f"{picks:>15}"
             )
     return "\n".join(out)
 

@@ -1,4 +1,4 @@
-"""The recall cache (memory/recall/facts.py; docs/RECALL.md, "Speed"): an unchanged memory is
+"""The recall cache (memory/recall/cache.py; docs/RECALL.md, "Speed"): an unchanged memory is
 scored from the cache, any change through the services is seen by the next recall, a row
 `memory_embed` may still rewrite is never kept, and the cache stays within its bounds."""
 

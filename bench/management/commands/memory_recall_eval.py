@@ -1,5 +1,6 @@
-"""`memory_recall_eval`: precision and recall of `recall()`'s scoring on the labelled set
-(tests/memory/recall_set.py by default), at the configured threshold. docs/RECALL.md."""
+"""`memory_recall_eval`: precision, recall, R@1 and R@5 of `recall()`'s scoring on the labelled
+sets (tests/memory/recall_set.py by default), at the configured threshold, beside the bare
+model's cosine ranking. docs/RECALL.md."""
 
 from __future__ import annotations
 

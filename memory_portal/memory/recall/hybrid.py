@@ -198,6 +198,8 @@ class Scored:
     semantic: list[float] | None
     fallback: str | None = None
     provider: str | None = None
+    # Each fact's cosine to the query (None where it has none): what picks are ordered by.
+    cosines: list[float | None] | None = None
 
 
 def _cosines(
@@ -242,10 +244,11 @@ def hybrid_scores(
         cos, fallback, provider = _cosines(query, facts, deadline, stored_only)
     except RecallTimeout:
         cos, fallback, provider = None, FALLBACK_WARMING, None
-    semantic = None
+    semantic = cosine_list = None
     if cos is None:
         scores = lexical
     else:
+        cosine_list = [None if np.isnan(c) else float(c) for c in cos]
         known = ~np.isnan(cos)
         meaning = np.zeros(len(cos), dtype=np.float64)
         meaning[known] = semantic_from_cosines(cos[known])
@@ -254,5 +257,10 @@ def hybrid_scores(
         semantic = meaning.tolist()
         scores = np.maximum(gated, meaning).tolist()
     return Scored(
-        scores=scores, lexical=lexical, semantic=semantic, fallback=fallback, provider=provider
+        scores=scores,
+        lexical=lexical,
+        semantic=semantic,
+        fallback=fallback,
+        provider=provider,
+        cosines=cosine_list,
     )

@@ -123,14 +123,35 @@ def _as_notes(picked: list[Picked]) -> list[Picked]:
     return [Picked(notes[p.note.id], p.score) for p in picked if p.note.id in notes]
 
 
-def pick(facts: Sequence, scores: list[float] | None, threshold: float) -> list[Picked]:
+def pick(
+    facts: Sequence,
+    scores: list[float] | None,
+    threshold: float,
+    order: list[float | None] | None = None,
+) -> list[Picked]:
+    """The facts scoring at least `threshold`, within the caps. Ordered by meaning when there
+    is one (`order`: each fact's cosine to the query; docs/RECALL.md, "What a recall does"):
+    the score decides whether a fact is recalled, its meaning where it stands, so a word the
+    question shares with a wrong fact does not lift it above the right one. Without cosines
+    (words alone scored), by the score. Ties: newest first."""
     if scores is None:
         ranked = [Picked(f, None) for f in facts]  # newest first
     else:
-        ranked = sorted(
-            (Picked(f, round(s, 4)) for f, s in zip(facts, scores, strict=True) if s >= threshold),
-            key=lambda p: (-p.score, -p.note.created_at.timestamp(), p.note.id),
+        meaning = order or [None] * len(facts)
+        kept = [
+            (Picked(f, round(s, 4)), c)
+            for f, s, c in zip(facts, scores, meaning, strict=True)
+            if s >= threshold
+        ]
+        kept.sort(
+            key=lambda pc: (
+                -(pc[1] if pc[1] is not None else -1.0) if order else 0.0,
+                -pc[0].score,
+                -pc[0].note.created_at.timestamp(),
+                pc[0].note.id,
+            )
         )
+        ranked = [p for p, _ in kept]
     picked: list[Picked] = []
     used = 0
     for item in ranked:
@@ -193,6 +214,7 @@ def recall(
     facts = live_fact_rows(view, now, project=agent.project, revision=setting.revision)
     fallback: str | None = None
     scores: list[float] | None = None
+    order: list[float | None] | None = None
     if (not query or not query.strip()) and start and actor.is_agent:
         query = actor.run.task_text  # a start recall scores against the run's task, if any
     if not query or not query.strip():
@@ -201,7 +223,7 @@ def recall(
         try:
             ends = time.monotonic() + call_deadline.seconds(conf["time_budget"])
             scored = score_facts(query, facts, deadline=ends, detailed=True)
-            scores, fallback = scored.scores, scored.fallback
+            scores, fallback, order = scored.scores, scored.fallback, scored.cosines
         except RecallTimeout:
             fallback = "timeout"
         except Exception:  # noqa: BLE001 - any scoring failure falls back, and says so
@@ -209,7 +231,7 @@ def recall(
 
             logging.getLogger(__name__).exception("recall scoring failed; listing newest")
             fallback = "error"
-    picked = _as_notes(pick(facts, scores, conf["threshold"]))
+    picked = _as_notes(pick(facts, scores, conf["threshold"], order))
     day_lines = recent_day_lines(view, now)
     block = render_block(picked, day_lines)
     if mark and picked:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from .load import Record
 
-RETRYABLE_CODES = {"memory_busy", "service_unavailable"}
+# The retryable 503s: nothing was written, the same call can be sent again (memory/errors.py).
+RETRYABLE_CODES = {"memory_busy", "memory_timeout", "service_unavailable"}
 OTHERS_P99_BOUND = 2.0  # seconds: writes to other projects while project A's lock is held
 
 
@@ -223,8 +224,8 @@ def product_checks(
         if isinstance(r.body, dict) and isinstance(r.body.get("error"), dict)
     )
     checks.append(Check(
-        "every error answer is a 503 JSON envelope (memory_busy | service_unavailable) "
-        "with Retry-After",
+        "every error answer is a 503 JSON envelope (memory_busy | memory_timeout | "
+        "service_unavailable) with Retry-After",
         not malformed,
         f"{len(answered_errors)} error answers, codes {dict(codes) or '{}'}; "
         f"{len(malformed)} off contract" + (f": {dict(reasons)}" if reasons else ""),

@@ -31,7 +31,7 @@ from django.conf import settings
 
 from memory_portal.memory.recall.hybrid import hybrid_scores
 from memory_portal.memory.recall.lexical import lexical_scores
-from memory_portal.memory.recall.service import pick, recall_settings
+from memory_portal.memory.recall.service import pick, pick_related, recall_settings
 from memory_portal.memory.validation import task_text
 
 SCORERS = ("lexical", "semantic", "hybrid", "cosine")
@@ -92,9 +92,17 @@ def load_dataset(path: str | Path | None = None) -> dict:
         "DEV_UNRELATED": data.get("DEV_UNRELATED", []),
         "PARAPHRASES": data.get("PARAPHRASES", []),
         "PARAPHRASE_UNRELATED": data.get("PARAPHRASE_UNRELATED", []),
+        "PARAPHRASE_CLOSE_UNRELATED": data.get("PARAPHRASE_CLOSE_UNRELATED", []),
         "FACTS": data["FACTS"],
         "QUERIES": data["QUERIES"],
         "UNRELATED": data.get("UNRELATED", []),
+        # The unrelated questions that are plainly off-topic (the others are close to work):
+        # every set's, by default the whole of the paraphrase set's first list.
+        "OFF_TOPIC": {
+            *data.get("UNRELATED_OFF_TOPIC", []),
+            *data.get("DEV_UNRELATED_OFF_TOPIC", []),
+            *data.get("PARAPHRASE_UNRELATED", []),
+        },
         "HELD_OUT": data.get("HELD_OUT", []),
         "TASKS": data.get("TASKS", []),
     }
@@ -107,6 +115,11 @@ class QueryOutcome:
     expected: set[str]
     picked: list[tuple[str, float]]  # (fact key, score), best first
     ranked: list[str] = field(default_factory=list)  # every fact of the agent, best first
+    related: list[tuple[str, float]] = field(default_factory=list)  # the second tier
+
+    @property
+    def related_keys(self) -> set[str]:
+        return {key for key, _ in self.related}
 
     @property
     def picked_keys(self) -> set[str]:
@@ -146,6 +159,16 @@ class SetFigures:
         return self.hits / self.picked if self.picked else 1.0
 
     @property
+    def both_recall(self) -> float:
+        """Recall of both tiers: the expected facts among the picks or the related ones."""
+        found = sum(len(o.expected & (o.picked_keys | o.related_keys)) for o in self.outcomes)
+        return found / self.expected if self.expected else 1.0
+
+    @property
+    def related(self) -> int:
+        return sum(len(o.related) for o in self.outcomes)
+
+    @property
     def recall(self) -> float:
         return self.hits / self.expected if self.expected else 1.0
 
@@ -172,9 +195,24 @@ class Evaluation:
     dev: SetFigures = field(default_factory=SetFigures)
     dev_unrelated: list[QueryOutcome] = field(default_factory=list)
 
+    off_topic: set[str] = field(default_factory=set)
+
     @property
     def unrelated_hits(self) -> list[QueryOutcome]:
         return [o for o in self.unrelated if o.picked]
+
+    def false_accepts(self, outcomes: list[QueryOutcome]) -> dict[str, int]:
+        """What unrelated questions got, split: off-topic ones' picks in either tier (pairs
+        of question and agent), close-to-work ones' first-tier and second-tier picks."""
+        off = [o for o in outcomes if o.query in self.off_topic]
+        close = [o for o in outcomes if o.query not in self.off_topic]
+        return {
+            "off_pairs": len(off),
+            "off_picks": sum(len(o.picked) + len(o.related) for o in off),
+            "close_pairs": len(close),
+            "close_tier1": sum(len(o.picked) for o in close),
+            "close_tier2": sum(len(o.related) for o in close),
+        }
 
 
 class _Fact(SimpleNamespace):
@@ -198,9 +236,12 @@ def _facts_by_agent(facts: list[dict]) -> dict[str, list[_Fact]]:
     return {agent: list(reversed(rows)) for agent, rows in by_agent.items()}
 
 
-def _run(query: str, agent: str, facts: list[_Fact], threshold: float, scorer=None) -> QueryOutcome:
+def _run(
+    query: str, agent: str, facts: list[_Fact], threshold: float, scorer=None, related: int = 0
+) -> QueryOutcome:
     scores, order = (scorer or _scorer("hybrid"))(query, facts)
     picked = pick(facts, scores, threshold, order)
+    second = pick_related(facts, order, picked, related)
     # The whole ranking, as recall orders it: the picks as picked, then the rest the same way.
     rest = pick(facts, scores, float("-inf"), order)
     chosen = {p.note.key for p in picked}
@@ -211,6 +252,7 @@ def _run(query: str, agent: str, facts: list[_Fact], threshold: float, scorer=No
         expected=set(),
         picked=[(p.note.key, p.score) for p in picked],
         ranked=ranked,
+        related=[(p.note.key, p.score) for p in second],
     )
 
 
@@ -247,24 +289,29 @@ def evaluate(
     threshold: float | None = None,
     scorer: str = "hybrid",
     shared: dict | None = None,
+    related: int | None = None,
 ) -> Evaluation:
+    """Every set through `scorer`; the second tier takes up to `related` facts (the setting
+    by default) where the scorer orders by meaning."""
     score = _scorer(scorer, shared)
     if threshold is None:
         threshold = recall_settings()["threshold"]
+    if related is None:
+        related = recall_settings()["related"]
     by_agent = _facts_by_agent(dataset["FACTS"])
     _check(dataset, by_agent)
 
     def run_set(queries: list[dict]) -> SetFigures:
         figures = SetFigures()
         for q in queries:
-            outcome = _run(q["query"], q["agent"], by_agent[q["agent"]], threshold, score)
+            outcome = _run(q["query"], q["agent"], by_agent[q["agent"]], threshold, score, related)
             outcome.expected = set(q["expected"])
             figures.outcomes.append(outcome)
         return figures
 
     def run_unrelated(queries: list[str]) -> list[QueryOutcome]:
         return [
-            _run(query, agent, facts, threshold, score)
+            _run(query, agent, facts, threshold, score, related)
             for query in queries
             for agent, facts in sorted(by_agent.items())
         ]
@@ -278,10 +325,16 @@ def evaluate(
         unrelated=run_unrelated(dataset["UNRELATED"]),
         scorer=scorer,
         paraphrases=run_set(dataset.get("PARAPHRASES", [])),
-        paraphrase_unrelated=run_unrelated(dataset.get("PARAPHRASE_UNRELATED", [])),
+        paraphrase_unrelated=run_unrelated(
+            [
+                *dataset.get("PARAPHRASE_UNRELATED", []),
+                *dataset.get("PARAPHRASE_CLOSE_UNRELATED", []),
+            ]
+        ),
         tasks=run_set(task_queries(dataset)),
         dev=run_set(dataset.get("DEV_PARAPHRASES", [])),
         dev_unrelated=run_unrelated(dataset.get("DEV_UNRELATED", [])),
+        off_topic=set(dataset.get("OFF_TOPIC", ())),
     )
 
 
@@ -289,7 +342,8 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
     """One line per scorer and set: the figures the three scorers are compared on."""
     out = [
         f"{'scorer':<9} {'set':<11} {'queries':>7} {'expected':>8} {'picked':>6} {'right':>5} "
-        f"{'precision':>9} {'recall':>6} {'R@1':>5} {'R@5':>5} {'unrelated picks':>15}"
+        f"{'precision':>9} {'recall':>6} {'related':>7} {'both':>5} {'R@1':>5} {'R@5':>5} "
+        f"{'off-topic':>10} {'close t1/t2':>12}"
     ]
     for ev in evaluations:
         rows = [
@@ -302,13 +356,22 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
         for label, figures, unrelated in rows:
             if not figures.outcomes:
                 continue
-            picks = "" if unrelated is None else str(sum(len(o.picked) for o in unrelated))
+            off = close = ""
+            if unrelated:
+                fa = ev.false_accepts(unrelated)
+                off = f"{fa['off_picks']}/{fa['off_pairs']}"
+                close = f"{fa['close_tier1']}/{fa['close_tier2']} of {fa['close_pairs']}"
             out.append(
                 f"{ev.scorer:<9} {label:<11} {len(figures.outcomes):>7} {figures.expected:>8} "
                 f"{figures.picked:>6} {figures.hits:>5} {figures.precision:>9.3f} "
-                f"{figures.recall:>6.3f} {figures.r_at(1):>5.2f} {figures.r_at(5):>5.2f} "
-                f"{picks:>15}"
+                f"{figures.recall:>6.3f} {figures.related:>7} {figures.both_recall:>5.3f} "
+                f"{figures.r_at(1):>5.2f} {figures.r_at(5):>5.2f} {off:>10} {close:>12}"
             )
+    out.append(
+        "precision and recall: the first tier; related: second-tier picks; both: recall of "
+        "both tiers; off-topic: picks in either tier / (question, agent) pairs; close t1/t2: "
+        "close-to-work questions' picks in each tier"
+    )
     return "\n".join(out)
 
 

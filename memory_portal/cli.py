@@ -135,6 +135,19 @@ def show_list(data: list[dict]) -> str:
     return table(rows, ["ID", "KIND", "STATUS", "RECALLS", "ADDED", "EXPIRES", "TEXT"])
 
 
+def _recalled(memories: list[dict]) -> str:
+    rows = [
+        [
+            "-" if m["score"] is None else f"{m['score']:.2f}",
+            m["id"],
+            _date(m["createdAt"]),
+            _short(m["text"], 70),
+        ]
+        for m in memories
+    ]
+    return table(rows, ["SCORE", "ID", "ADDED", "TEXT"])
+
+
 def show_recall(body: dict) -> str:
     if body.get("skipped"):
         if body.get("skipReason") == "slash_command":
@@ -146,18 +159,13 @@ def show_recall(body: dict) -> str:
     elif body.get("fallback"):
         lines.append(f"(scoring unavailable: {body['fallback']}; newest facts listed)")
     if body["memories"]:
-        rows = [
-            [
-                "-" if m["score"] is None else f"{m['score']:.2f}",
-                m["id"],
-                _date(m["createdAt"]),
-                _short(m["text"], 70),
-            ]
-            for m in body["memories"]
-        ]
-        lines.append(table(rows, ["SCORE", "ID", "ADDED", "TEXT"]))
+        lines.append(_recalled(body["memories"]))
     else:
         lines.append("No memory scored high enough.")
+    if body.get("related"):
+        lines.append("")
+        lines.append("Possibly related (lower confidence):")
+        lines.append(_recalled(body["related"]))
     if body.get("dayLog"):
         lines.append("")
         lines.append("Day log (newest first):")

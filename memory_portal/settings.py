@@ -319,6 +319,9 @@ MEMORY_PORTAL = {
     "CALL_TIMEOUT_MS": env_int("MEMORY_CALL_TIMEOUT_MS", 10_000),
     "FACT_DEFAULT_EXPIRY_DAYS": env_int("MEMORY_FACT_DEFAULT_EXPIRY_DAYS", 90),
     "RECALL_THRESHOLD": env_float("MEMORY_RECALL_THRESHOLD", 0.5),
+    # The second tier (docs/RECALL.md, "Two tiers"): up to this many further facts by meaning,
+    # "possibly related", when the question is near the agent's memory; 0: the first tier alone.
+    "RECALL_RELATED": env_int("MEMORY_RECALL_RELATED", 3),
     "RECALL_TIME_BUDGET_SECONDS": env_float("MEMORY_RECALL_TIME_BUDGET_SECONDS", 2.0),
     # Recall's semantic half (docs/RECALL.md, "Meaning"), on by default: the built-in model
     # (shipped in a package, nothing downloaded) unless an OpenAI-compatible endpoint is

@@ -86,6 +86,7 @@ def _recall(actor: Actor, args: s.RecallIn) -> dict:
         "skipReason": result.skip_reason,
         "fallback": result.fallback,
         "memories": [{**serializers.memory(p.note), "score": p.score} for p in result.memories],
+        "related": [{**serializers.memory(p.note), "score": p.score} for p in result.related],
         "dayLog": result.day_lines,
         "block": result.block,
         "tokens": result.tokens,

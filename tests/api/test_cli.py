@@ -103,3 +103,23 @@ def test_errors_are_code_message_hint(memory):
     assert unreachable.returncode == 1 and unreachable.stderr.startswith("connection_failed: ")
     unconfigured = memory("list", env={"MEMORY_PORTAL_TOKEN": ""})
     assert unconfigured.returncode == 2 and "MEMORY_PORTAL_TOKEN" in unconfigured.stderr
+
+
+def test_recall_prints_the_possibly_related_tier_under_its_heading():
+    from memory_portal.cli import show_recall
+
+    def memory(id_, score, text):
+        return {"id": id_, "score": score, "createdAt": "2026-03-02T10:00:00Z", "text": text}
+
+    body = {
+        "skipped": False,
+        "fallback": None,
+        "memories": [memory("mem_1", 0.71, "The staging deploy needs the VPN on")],
+        "related": [memory("mem_2", 0.34, "Celery workers ship in their own chart")],
+        "dayLog": [],
+    }
+    out = show_recall(body)
+    assert out.index("mem_1") < out.index("Possibly related (lower confidence):")
+    assert out.index("Possibly related (lower confidence):") < out.index("mem_2")
+    assert "0.34" in out
+    assert "Possibly related" not in show_recall({**body, "related": []})

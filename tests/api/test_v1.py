@@ -128,6 +128,49 @@ def test_recall_picks_and_counts(api, tokens, world):
     assert Note.objects.get(pk=vpn["id"]).recall_count == 1
 
 
+RELEASE_FACTS = [
+    "The staging deploy needs the VPN on; without it the helm upgrade times out after 5 minutes.",
+    "Production releases only go out Tuesday to Thursday, 09:00-15:00 UTC.",
+    "Celery workers ship in their own chart and must be restarted after any change to tasks.py.",
+    "The readiness probe also checks Redis: with Redis down the pods never become ready.",
+    "Staging data is reset from an anonymised prod snapshot every Monday 06:00 UTC.",
+    "After a frontend release purge the CloudFront cache for /static/*.",
+]
+# Near the agent's memory, in no words of it, confidently about none of it.
+CLOSE_QUESTION = (
+    "Our pre-live shipment job sits idle for ages and then aborts. Could working from home matter?"
+)
+
+
+def test_recall_adds_possibly_related_facts_by_meaning(api, tokens, world, settings):
+    """The second tier (docs/RECALL.md, "Two tiers"): below the memories, up to 3 facts by
+    meaning with scores under 0.5, under their own heading in the block, not counted as
+    recalled; nothing for an off-topic question; MEMORY_RECALL_RELATED=0 serves the first
+    tier alone."""
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": True}
+    ids = [save(api, tokens.agent, text=text).json()["id"] for text in RELEASE_FACTS]
+    url = "/api/v1/memories/recall"
+    recall = api.post(url, tokens.agent, {"query": CLOSE_QUESTION}).json()
+    assert recall["memories"] == [] and recall["fallback"] is None
+    related = recall["related"]
+    assert 1 <= len(related) <= 3 and {m["id"] for m in related} <= set(ids)
+    scores = [m["score"] for m in related]
+    assert all(0 <= score < 0.5 for score in scores) and scores == sorted(scores, reverse=True)
+    block = recall["block"]
+    heading = block.index("Possibly related (lower confidence):")
+    assert all(block.index(m["id"]) > heading for m in related)
+    assert "(nothing recalled)" not in block
+    assert not Note.objects.filter(recall_count__gt=0).exists()
+
+    off_topic = api.post(url, tokens.agent, {"query": "How do I teach my dog to sit?"}).json()
+    assert off_topic["memories"] == off_topic["related"] == []
+    assert "(nothing recalled)" in off_topic["block"]
+
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "RECALL_RELATED": 0}
+    quiet = api.post(url, tokens.agent, {"query": CLOSE_QUESTION}).json()
+    assert quiet["related"] == [] and "Possibly related" not in quiet["block"]
+
+
 def test_start_recall_is_skipped_within_24_hours(api, tokens, world):
     save(api, tokens.agent, text="The staging deploy needs the VPN switched on")
     first = api.post("/api/v1/memories/recall", tokens.agent, {"query": "VPN", "start": True})

@@ -37,6 +37,21 @@ def test_recall_preview_shows_picks_with_scores_and_counts_nothing(client, world
     assert Note.objects.filter(recall_count__gt=0).count() == 0
 
 
+def test_recall_preview_shows_the_possibly_related_tier(client, world, agent_page, settings):
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": True}
+    for text in (
+        "Celery workers ship in their own chart and must be restarted after any change.",
+        "The readiness probe also checks Redis: with Redis down the pods never become ready.",
+    ):
+        services.fact_save(actor=world.as_agent, text=text)
+    client.force_login(world.member)
+    query = "Our pre-live shipment job sits idle for ages and then aborts"
+    html = client.get(recall_url(world), {"query": query}, HTTP_HX_REQUEST="true").content.decode()
+    assert "No fact of" in html and "Possibly related (lower confidence)" in html
+    assert "Celery workers ship" in html.split("Possibly related")[1]
+    assert Note.objects.filter(recall_count__gt=0).count() == 0
+
+
 def test_recall_preview_is_for_members_only(client, world, agent_page):
     client.force_login(world.outsider)
     assert client.get(recall_url(world), {"query": "deploy"}).status_code == 404

@@ -443,3 +443,4 @@ DEV_UNRELATED = [
     "How long should I boil an egg for a soft yolk?",
     "Explain the offside rule in ice hockey",
 ]
+DEV_UNRELATED_OFF_TOPIC = DEV_UNRELATED[12:]  # the plainly off-topic half

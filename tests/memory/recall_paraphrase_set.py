@@ -173,8 +173,7 @@ PARAPHRASES = [
     },
     {
         "agent": "ci",
-        "query": "How do I refresh the recorded expected output when a newsletter layout "
-        "changes?",
+        "query": "How do I refresh the recorded expected output when a newsletter layout changes?",
         "expected": {"email_snapshots"},
     },
     {
@@ -340,8 +339,7 @@ PARAPHRASES = [
     },
     {
         "agent": "reviewer",
-        "query": "Is it fine to manually tweak the TypeScript client bindings for the browser "
-        "UI?",
+        "query": "Is it fine to manually tweak the TypeScript client bindings for the browser UI?",
         "expected": {"frontend_layout"},
     },
     {
@@ -423,4 +421,30 @@ PARAPHRASE_UNRELATED = [
     "Set up the parking rota for the new office",
     "Summarise the plot of Hamlet",
     "What should we name the company's podcast?",
+]
+
+# Close to work: each names a person, a system or a place the agents' facts know, or a task an
+# engineer on this team might be asked, without any fact answering it. Checked against every
+# agent. Written before any scorer's figures on them were seen (2026-12-03), by reading the
+# facts only; the labels are not changed afterwards. Unlike PARAPHRASE_UNRELATED, a "possibly
+# related" pick is allowed here; a confident (tier-1) pick is a false accept.
+PARAPHRASE_CLOSE_UNRELATED = [
+    "Order a birthday cake for Ravi's team",
+    "Book a meeting room for Maya's quarterly planning session",
+    "Which restaurant should we take Tom to for his farewell dinner?",
+    "Send Ana flowers to the São Paulo office for her promotion",
+    "Negotiate a lower price with ShipFast's account manager for next year's contract",
+    "Plan the agenda for the Odoo vendor's training day",
+    "Write the welcome letter for Bruno's new intern",
+    "How many vacation days does Maya have left this year?",
+    "Choose a new logo for the storefront's Black Friday campaign",
+    "Draft a press release announcing our launch in Canada",
+    "Which laptop should we order for the new QA engineer?",
+    "Collect the team's T-shirt sizes for the Grafana conference",
+    "Summarise what customers say about our checkout on Trustpilot",
+    "Reply to the Twilio sales rep who wants a call about their new pricing",
+    "Write Ana's annual performance review",
+    "What is the dress code for the team dinner in Lisbon?",
+    "Lena asked for a parking space near the office; who handles that?",
+    "Pick a venue for the payments team's summer party",
 ]

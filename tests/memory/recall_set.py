@@ -761,13 +761,17 @@ QUERIES = [
     },
 ]
 
-# Checked against every agent's facts: none may score at or above the threshold.
+# Checked against every agent's facts: none may score at or above the threshold. All but one
+# are close to work (tasks at the same company no fact answers), and may get a "possibly
+# related" pick; the off-topic one may get nothing. The split was made from the questions'
+# words alone (2026-12-03), as the second tier was added.
+UNRELATED_OFF_TOPIC = ["What is the capital of Australia?"]
 UNRELATED = [
     "Translate the marketing landing page into French",
     "Renew the TLS certificate of the corporate wiki",
     "Summarise last quarter's hiring plan for the board",
     "Fix the typo in the office Wi-Fi instructions",
-    "What is the capital of Australia?",
+    *UNRELATED_OFF_TOPIC,
     "Order new laptops for the design team",
     "Draft a blog post about the company retreat in Lisbon",
     "Build the quarterly revenue forecast spreadsheet",

@@ -229,7 +229,14 @@ class RecallOut(Schema):
         "24 hours, or the message is a slash command (it begins with /).",
     )
     fallback: str | None
-    memories: list[RecalledMemoryOut]
+    memories: list[RecalledMemoryOut] = Field(
+        description="The first tier: facts scoring at least the threshold (0.5), by meaning."
+    )
+    related: list[RecalledMemoryOut] = Field(
+        description="The second tier, lower confidence: up to MEMORY_RECALL_RELATED (3) "
+        "further facts by meaning, each with its score below the threshold, only when the "
+        "question is near the agent's memory at all; empty otherwise."
+    )
     dayLog: list[str]
     block: str
     tokens: int

@@ -53,17 +53,57 @@ FALLBACK_WARMING = "embeddings_warming"
 
 @dataclass(frozen=True)
 class SemanticCalibration:
-    cosine_cut: float = 0.36
+    cosine_cut: float = 0.40
     cosine_full: float = 0.6
     z_cut: float = 1.75
     margin: float = 0.02
     prior_mean: float = 0.12  # the cosine of a query to an unrelated fact, on the labelled set
     prior_std: float = 0.1
     prior_weight: int = 5
-    lexical_gate: float = 0.25
+    lexical_gate: float = 0.25  # below it, words alone never recall a fact
+    lexical_doubt: float = 0.35  # below it, only strong word evidence does
+    lexical_strong: float = 0.65
 
 
 CALIBRATION = SemanticCalibration()
+
+
+@dataclass(frozen=True)
+class RelatedCalibration:
+    """The second tier's (docs/RECALL.md, "Two tiers"), chosen on the development set alone:
+    a question is near the agent's memory when its best cosine to a fact reaches `gate` (the
+    development set's off-topic questions reach at most 0.196; its questions 0.188-0.499, a
+    tenth of them under 0.26); a further fact is possibly related when its cosine is within
+    `within` of that best and at least `floor`."""
+
+    gate: float = 0.25
+    within: float = 0.15
+    floor: float = 0.2
+
+
+RELATED = RelatedCalibration()
+
+
+def closeness(cosine: float, cal: SemanticCalibration = CALIBRATION) -> float:
+    """A possibly related fact's score: its cosine on a ramp from 0 at an unrelated fact's
+    usual cosine (`prior_mean`) to 0.5 at `cosine_cut`, kept under 0.5 as the second tier's
+    scores are; in order with the tier, unlike the hybrid score, which a shared word or the
+    other ramps move."""
+    ramp = _ramp(np.array([cosine]), cal.cosine_cut, cal.cosine_full, cal.prior_mean)
+    return min(0.49, float(ramp[0]))
+
+
+def related_order(
+    cosines: list[float | None], taken: set[int], cal: RelatedCalibration = RELATED
+) -> list[int]:
+    """The positions of the facts possibly related to the query, best cosine first, leaving
+    out `taken` (the first tier's); none when the question is not near the agent's memory."""
+    known = [(c, i) for i, c in enumerate(cosines) if c is not None]
+    if not known or max(known)[0] < cal.gate:
+        return []
+    lowest = max(cal.floor, max(known)[0] - cal.within)
+    closest = sorted(known, key=lambda ci: (-ci[0], ci[1]))
+    return [i for c, i in closest if c >= lowest and i not in taken]
 
 
 def _ramp(x: np.ndarray, cut: float, full: float, zero: float) -> np.ndarray:
@@ -90,6 +130,17 @@ def semantic_from_cosines(
     distinctive = _ramp(z, cal.z_cut, cal.z_cut + 2.0, cal.z_cut - 1.0)
     near_best = _ramp(cosines - best, -cal.margin, 0.0, -cal.margin - 0.05)
     return np.minimum(np.minimum(absolute, distinctive), near_best)
+
+
+def lexical_vetoed(
+    cosines: np.ndarray, lexical: np.ndarray, cal: SemanticCalibration = CALIBRATION
+) -> np.ndarray:
+    """Where meaning says the shared words are not the evidence: a fact far from the query
+    in meaning, or not close and matched by few of its words (docs/RECALL.md, "The hybrid
+    score"). Its lexical score is then kept under 0.5."""
+    return (cosines < cal.lexical_gate) | (
+        (cosines < cal.lexical_doubt) & (lexical < cal.lexical_strong)
+    )
 
 
 @dataclass(frozen=True)
@@ -252,7 +303,7 @@ def hybrid_scores(
         known = ~np.isnan(cos)
         meaning = np.zeros(len(cos), dtype=np.float64)
         meaning[known] = semantic_from_cosines(cos[known])
-        vetoed = known & (np.nan_to_num(cos, nan=1.0) < CALIBRATION.lexical_gate)
+        vetoed = known & lexical_vetoed(np.nan_to_num(cos, nan=1.0), np.asarray(lexical))
         gated = np.where(vetoed, np.minimum(lexical, 0.49), lexical)
         semantic = meaning.tolist()
         scores = np.maximum(gated, meaning).tolist()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -24,7 +24,7 @@ from ..selectors import AgentView, agent_for_memories, setting_get
 from ..services import notes_mark_recalled
 from ..validation import RECALL_QUERY_MAX, reject_unstorable
 from .facts import live_fact_rows, own_notes
-from .hybrid import hybrid_scores
+from .hybrid import closeness, hybrid_scores, related_order
 from .lexical import RecallTimeout
 
 MAX_MEMORIES = 300
@@ -38,6 +38,7 @@ def recall_settings() -> dict:
     return {
         "threshold": conf.get("RECALL_THRESHOLD", 0.5),
         "time_budget": conf.get("RECALL_TIME_BUDGET_SECONDS", 2.0),
+        "related": conf.get("RECALL_RELATED", 3),
     }
 
 
@@ -74,6 +75,8 @@ class RecallResult:
     memories: list[Picked]
     day_lines: list[str]
     block: str
+    # The second tier: possibly related facts, lower confidence (docs/RECALL.md, "Two tiers").
+    related: list[Picked] = field(default_factory=list)
     skipped: bool = False
     skip_reason: str | None = None  # SKIP_RECENT or SKIP_SLASH_COMMAND when skipped
     fallback: str | None = None
@@ -99,14 +102,23 @@ def recent_day_lines(view: AgentView, now: datetime) -> list[str]:
     return lines
 
 
-def render_block(memories: list[Picked], day_lines: list[str]) -> str:
+RELATED_HEADING = "Possibly related (lower confidence):"
+
+
+def _memory_line(picked: Picked) -> str:
+    note = picked.note
+    score = f"[{picked.score:.2f}] " if picked.score is not None else ""
+    return f"- {score}{note.id} (added {note.created_at.date().isoformat()}) {note.content}"
+
+
+def render_block(
+    memories: list[Picked], day_lines: list[str], related: Sequence[Picked] = ()
+) -> str:
     out = ["--- MEMORY ---"]
-    for picked in memories:
-        note = picked.note
-        score = f"[{picked.score:.2f}] " if picked.score is not None else ""
-        out.append(
-            f"- {score}{note.id} (added {note.created_at.date().isoformat()}) {note.content}"
-        )
+    out.extend(_memory_line(p) for p in memories)
+    if related:
+        out.append(RELATED_HEADING)
+        out.extend(_memory_line(p) for p in related)
     if day_lines:
         out.append("Day log (newest first):")
         out.extend(f"- {line}" for line in day_lines)
@@ -116,11 +128,13 @@ def render_block(memories: list[Picked], day_lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _as_notes(picked: list[Picked]) -> list[Picked]:
-    """The picked rows as `Note`s, in one query, same order (a fact gone meanwhile is left
-    out)."""
-    notes = Note.objects.in_bulk([p.note.id for p in picked])
-    return [Picked(notes[p.note.id], p.score) for p in picked if p.note.id in notes]
+def _as_notes(*tiers: list[Picked]) -> list[list[Picked]]:
+    """Each tier's picked rows as `Note`s, in one query, same order (a fact gone meanwhile is
+    left out)."""
+    notes = Note.objects.in_bulk([p.note.id for tier in tiers for p in tier])
+    return [
+        [Picked(notes[p.note.id], p.score) for p in tier if p.note.id in notes] for tier in tiers
+    ]
 
 
 def pick(
@@ -152,15 +166,40 @@ def pick(
             )
         )
         ranked = [p for p, _ in kept]
+    return _within_caps(ranked)
+
+
+def _cost(picked: Picked) -> int:
+    return estimate_tokens(picked.note.content) + 12  # the id, date and score around it
+
+
+def _within_caps(ranked: list[Picked], before: Sequence[Picked] = ()) -> list[Picked]:
+    """The first of `ranked` that fit the caps beside `before` (what is already served),
+    stopping at the first that does not: a long fact is not skipped to slip shorter ones in."""
     picked: list[Picked] = []
-    used = 0
+    used = sum(_cost(p) for p in before)
     for item in ranked:
-        cost = estimate_tokens(item.note.content) + 12  # the id, date and score around it
-        if len(picked) >= MAX_MEMORIES or used + cost > MAX_MEMORY_TOKENS:
+        cost = _cost(item)
+        if len(before) + len(picked) >= MAX_MEMORIES or used + cost > MAX_MEMORY_TOKENS:
             break
         picked.append(item)
         used += cost
     return picked
+
+
+def pick_related(
+    facts: Sequence, order: list[float | None] | None, picked: list[Picked], limit: int
+) -> list[Picked]:
+    """The second tier (docs/RECALL.md, "Two tiers"): up to `limit` facts beyond `picked`,
+    by meaning (`order`: each fact's cosine to the query), each with its closeness score
+    under 0.5, when the question is near the agent's memory at all. Only when meaning was
+    scored: words alone, or a fallback, serve the first tier only."""
+    if limit <= 0 or order is None:
+        return []
+    chosen = {p.note.id for p in picked}
+    taken = {i for i, f in enumerate(facts) if f.id in chosen}
+    ranked = [Picked(facts[i], round(closeness(order[i]), 4)) for i in related_order(order, taken)]
+    return _within_caps(ranked[:limit], before=picked)
 
 
 SKIP_RECENT = "recalled_recently"  # the top-level run had its start recall in the last 24 h
@@ -231,14 +270,23 @@ def recall(
 
             logging.getLogger(__name__).exception("recall scoring failed; listing newest")
             fallback = "error"
-    picked = _as_notes(pick(facts, scores, conf["threshold"], order))
+    first = pick(facts, scores, conf["threshold"], order)
+    second = pick_related(facts, order if scores is not None else None, first, conf["related"])
+    picked, related = _as_notes(first, second)
     day_lines = recent_day_lines(view, now)
-    block = render_block(picked, day_lines)
+    block = render_block(picked, day_lines, related)
     if mark and picked:
         notes_mark_recalled(project=agent.project, note_ids=[p.note.id for p in picked], now=now)
     tokens = estimate_tokens(block)
     return RecallResult(
-        agent, picked, day_lines, block, fallback=fallback, tokens=tokens, considered=len(facts)
+        agent,
+        picked,
+        day_lines,
+        block,
+        related=related,
+        fallback=fallback,
+        tokens=tokens,
+        considered=len(facts),
     )
 
 

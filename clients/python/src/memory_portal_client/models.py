@@ -311,8 +311,9 @@ class RecalledMemory(Memory):
 
 @dataclass(frozen=True)
 class Recall(Model):
-    """A recall: the memories scored ≥ 0.5 (best first), the day log, and `block`, the
-    `--- MEMORY ---` text to put in a prompt."""
+    """A recall: the memories scored ≥ 0.5 (best first), the possibly related ones below
+    them (lower confidence, `related`), the day log, and `block`, the `--- MEMORY ---` text
+    to put in a prompt."""
 
     __schema__ = "RecallOut"
     agent_id: str
@@ -323,6 +324,7 @@ class Recall(Model):
     block: str
     tokens: int
     skip_reason: str | None = None  # "recalled_recently" or "slash_command" when skipped
+    related: list[RecalledMemory] = field(default_factory=list)
     object: str = "recall"
     raw: dict[str, Any] = _raw()
 

@@ -275,6 +275,18 @@ class _VectorCache:
         with self._lock:
             self._data.clear()
 
+    def holds(self, provider: str, text: str) -> bool:
+        with self._lock:
+            return (provider, text) in self._data
+
+    def put(self, provider: str, text: str, vector: np.ndarray) -> None:
+        """Keep a vector computed elsewhere (a run's task, stored as it started)."""
+        with self._lock:
+            self._data[(provider, text)] = vector
+            self._data.move_to_end((provider, text))
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
     def embed(self, embedder, texts: list[str]) -> np.ndarray:
         keys = [(embedder.name, t) for t in texts]
         with self._lock:

@@ -199,6 +199,10 @@ class Run(models.Model):
     # TASK_TEXT_MAX characters together: a start recall without a query scores against it.
     task_title = models.CharField(max_length=2000, blank=True)
     task_description = models.TextField(blank=True)
+    # The task's sentence vector, computed once as the run starts (docs/RECALL.md, "Against the
+    # task"), as a note's: float16 bytes and the provider that made it.
+    task_embedding = models.BinaryField(null=True, blank=True, editable=False)
+    task_embedding_model = models.CharField(max_length=120, blank=True, default="", db_default="")
     # The step the orchestrator says the run is in now; every note the run writes records it.
     current_step = models.CharField(max_length=100, blank=True)
     tool_calls = models.PositiveIntegerField(default=0)

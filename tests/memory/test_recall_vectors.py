@@ -12,8 +12,9 @@ import pytest
 from django.core.management import call_command
 
 from memory_portal.memory import embeddings, services
+from memory_portal.memory.actors import Actor
 from memory_portal.memory.embeddings import decode_many
-from memory_portal.memory.models import Note
+from memory_portal.memory.models import Note, Run
 from memory_portal.memory.portability import project_export, project_import
 from memory_portal.memory.recall import hybrid
 from memory_portal.memory.recall.cache import fact_cache
@@ -244,3 +245,23 @@ def test_a_repeated_query_is_embedded_once(world, stored_vectors, embed_threads)
     assert len(embed_threads) == 1 and again.memories == first.memories
     recall(actor=world.as_agent, query="Where do the SMS logs go?", mark=False)
     assert len(embed_threads) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_runs_task_is_embedded_once_as_it_starts(world, stored_vectors, embed_threads):
+    """The task's vector is stored with the run as it starts; a start recall in any process
+    scores it without embedding the task again (docs/RECALL.md, "Against the task")."""
+    services.fact_save(actor=world.as_agent, text=FACT)
+    embed_threads.clear()
+    run = services.run_create(
+        actor=None, agent=world.agent, task_title="SMS", task_description=QUERY
+    )
+    assert len(embed_threads) == 1  # the task, as the run started
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.task_embedding_model == BUILTIN and len(bytes(stored.task_embedding)) == 768
+    embeddings.query_cache.clear()  # another process: it holds nothing of this run
+    first = recall(actor=Actor.agent_run(run), start=True, mark=False)
+    assert len(embed_threads) == 1 and first.memories  # scored from the stored vector
+    plain = services.run_create(actor=None, agent=world.agent)
+    assert plain.task_embedding is None and plain.task_embedding_model == ""
+    assert len(embed_threads) == 1  # no task, nothing embedded

@@ -18,8 +18,9 @@ from memory_portal import metrics
 from .. import deadline as call_deadline
 from ..access import check_agent_gate
 from ..actors import Actor
+from ..embeddings import configured_name, decode_many, query_cache
 from ..errors import invalid
-from ..models import Agent, Kind, Note, StartRecall
+from ..models import Agent, Kind, Note, Run, StartRecall
 from ..selectors import AgentView, agent_for_memories, setting_get
 from ..services import notes_mark_recalled
 from ..validation import RECALL_QUERY_MAX, reject_unstorable
@@ -256,6 +257,7 @@ def recall(
     order: list[float | None] | None = None
     if (not query or not query.strip()) and start and actor.is_agent:
         query = actor.run.task_text  # a start recall scores against the run's task, if any
+        _task_vector_known(actor.run, query)
     if not query or not query.strip():
         fallback = "no_query"
     else:
@@ -288,6 +290,21 @@ def recall(
         tokens=tokens,
         considered=len(facts),
     )
+
+
+def _task_vector_known(run, task: str) -> None:
+    """Hand scoring the task's vector stored as the run started, unless this process holds it
+    already: the task is then not embedded again (docs/RECALL.md, "Against the task")."""
+    provider = configured_name()
+    if not task or provider is None or query_cache.holds(provider, task):
+        return
+    stored = (
+        Run.objects.filter(pk=run.pk, task_embedding_model=provider)
+        .values_list("task_embedding", flat=True)
+        .first()
+    )
+    if stored is not None:
+        query_cache.put(provider, task, decode_many([stored])[0])
 
 
 def _claim_start(actor: Actor, now: datetime) -> bool:

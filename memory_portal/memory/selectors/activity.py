@@ -18,7 +18,10 @@ def runs_for_project(*, actor: Actor, project: Project) -> QuerySet[Run]:
     its own runs' notes (`runs_notes_written`) after the LIMIT, not every run's before it."""
     require_member(actor, project)
     return (
-        Run.objects.filter(project=project).select_related("agent").order_by("-started_at", "-id")
+        Run.objects.filter(project=project)
+        .select_related("agent")
+        .defer("task_embedding")  # a page never shows the task's vector
+        .order_by("-started_at", "-id")
     )
 
 

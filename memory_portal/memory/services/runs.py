@@ -24,9 +24,10 @@ from ..models import (
     ScratchpadItem,
     Stage,
 )
-from ..validation import TASK_KEY_MAX, gate, require_name, run_task
+from ..validation import TASK_KEY_MAX, gate, require_name, run_task, task_text
 from ._common import audit
 from .change import project_change
+from .vectors import task_vector
 
 STEP_MAX = 100  # Note.step and Run.current_step
 TOKEN_LABEL_MAX = 100  # ApiToken.label
@@ -86,6 +87,8 @@ def run_create(
         raise invalid("parentRunId", "The parent run belongs to another project.")
     task_key = gate("taskKey", task_key or "", max_len=TASK_KEY_MAX, line=True, required=False)
     task_title, task_description = run_task(task_title, task_description)
+    # Embedded once, here, before any row is written: every start recall of the run reads it.
+    task_embedding, task_embedding_model = task_vector(task_text(task_title, task_description))
     with transaction.atomic():
         run = Run(
             agent=agent,
@@ -95,6 +98,8 @@ def run_create(
             task_key=task_key,
             task_title=task_title,
             task_description=task_description,
+            task_embedding=task_embedding,
+            task_embedding_model=task_embedding_model,
         )
         run.save(force_insert=True)
         if audited:

@@ -36,9 +36,11 @@ from django.tasks import task
 from ..embeddings import (
     EmbeddingError,
     configured_name,
+    decode_many,
     encode,
     get_embedder,
     note_text,
+    query_cache,
     warm_up,
 )
 from ..ids import id_floor
@@ -70,6 +72,19 @@ def embed_texts(texts: list[str], embedder=None) -> tuple[list[bytes | None], st
         log.warning("embedding failed; stored without a vector (memory_embed)", exc_info=True)
         return [None] * len(texts), ""
     return [encode(v) for v in vectors], embedder.name
+
+
+def task_vector(text: str) -> tuple[bytes | None, str]:
+    """A run's task as a stored vector and its provider, computed as the run starts, so its
+    start recalls, in whichever process, do not embed it again (docs/RECALL.md, "Against the
+    task"); (None, "") without a task, with embeddings off, or when the model failed (recall
+    then embeds the task itself)."""
+    if not text or configured_name() is None:
+        return None, ""
+    (blob,), name = embed_texts([text])
+    if blob is not None:  # this process scores the very vector the other processes read
+        query_cache.put(name, text, decode_many([blob])[0])
+    return blob, name
 
 
 def stamp_vectors(notes: list) -> None:

@@ -128,6 +128,23 @@ def test_the_review_reports_near_duplicates_and_merges_nothing(world, settings):
     assert selectors.review_queue(actor=world.as_member, project=world.project).similar == []
 
 
+def test_near_duplicates_read_the_vectors_recall_scores(world):
+    """The review's pairs come from recall's own vectors (recall/hybrid.fact_vectors): a fact
+    whose vector is not stored yet is embedded as recall would, not left out."""
+    from memory_portal.memory.embeddings import builtin_model
+    from memory_portal.memory.recall.hybrid import fact_vectors
+
+    older = services.fact_save(actor=world.as_agent, text=VPN).note
+    newer = services.fact_save(actor=world.as_agent, text=VPN_AGAIN).note
+    services.fact_save(actor=world.as_agent, text=TOM)
+    Note.objects.filter(pk=newer.pk).update(embedding=None, embedding_model="")
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
+    (pair,) = review.counts["near_duplicate_pairs"]
+    assert pair[:2] == [older.pk, newer.pk]
+    vectors = fact_vectors(builtin_model(), list(Note.objects.filter(pk__in=pair[:2])))
+    assert pair[2] == round(float(vectors[0] @ vectors[1]), 3)
+
+
 def test_the_queue_reads_only_each_agents_latest_review(world, django_assert_num_queries):
     """A routine's older reviews do not count (their pairs may be stale), and reading the
     latest costs the same statements whatever the length of the history."""

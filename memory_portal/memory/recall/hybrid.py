@@ -228,17 +228,40 @@ def cosines(
     stored_idx, missing_idx, stored = facts.vectors(embedder.name)
     if stored_only:
         missing_idx = []
-    texts = [fact_text(facts[i]) for i in missing_idx]
-    for start in range(0, len(texts), 32):
-        _check(deadline)
-        vector_cache.embed(embedder, texts[start : start + 32])
+    fresh = _embed_missing(embedder, facts, missing_idx, deadline)
     _check(deadline)
     q = query_cache.embed(embedder, [query])[0]
     out = np.full(len(facts), np.nan, dtype=np.float32)
     if stored_idx.size:
         out[stored_idx] = stored @ q
     if missing_idx:
-        out[missing_idx] = vector_cache.embed(embedder, texts) @ q
+        out[missing_idx] = fresh @ q
+    return out
+
+
+def _embed_missing(embedder, facts: Facts, missing: list[int], deadline: float | None):
+    """The vectors of the facts at `missing` (none stored by this provider), embedded 32 at a
+    time, checking the deadline between batches, and kept in the process cache."""
+    texts = [fact_text(facts[i]) for i in missing]
+    for start in range(0, len(texts), 32):
+        _check(deadline)
+        vector_cache.embed(embedder, texts[start : start + 32])
+    return vector_cache.embed(embedder, texts) if texts else None
+
+
+def fact_vectors(embedder, facts: list) -> np.ndarray:
+    """Each fact's vector as recall scores it, one row per fact in order: the one stored with
+    it by this provider, else embedded now and kept in the process cache (the daily review's
+    near-duplicates read the very vectors recall does)."""
+    facts = Facts.of(facts)
+    stored_idx, missing_idx, stored = facts.vectors(embedder.name)
+    fresh = _embed_missing(embedder, facts, missing_idx, None)
+    width = (stored if stored_idx.size else fresh).shape[1]
+    out = np.empty((len(facts), width), dtype=np.float32)
+    if stored_idx.size:
+        out[stored_idx] = stored
+    if missing_idx:
+        out[missing_idx] = fresh
     return out
 
 

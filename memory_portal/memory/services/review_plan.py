@@ -5,6 +5,7 @@ review_apply.py makes what is planned."""
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -15,6 +16,8 @@ from django.db.models import Q
 from ..models import Agent, Kind, Note, Scope, Status, Trust, is_expired
 from ..selectors import NOT_RECALLED
 from ..validation import content_key_text
+
+log = logging.getLogger(__name__)
 
 LIFT_RE = re.compile(r"^\d\d:\d\d (?:\S+ )?(?:fact|learned):\s*(?P<text>.+)$", re.I)
 # Step 5: two live facts of an agent whose stored vectors have at least this cosine are
@@ -122,23 +125,23 @@ def flag_unrecalled(work: Review) -> list[str]:
 
 
 def near_duplicates(facts: list[Note]) -> list[list]:
-    """Step 5: pairs of the live facts whose stored vectors (of the configured provider) are
-    at least NEAR_DUPLICATE_COSINE apart, closest first, as [older id, newer id, cosine].
-    Reported in the run's counts and the review queue; nothing is changed."""
-    from ..embeddings import decode_many
+    """Step 5: pairs of the live facts whose vectors, as recall scores them (stored, or
+    embedded now when missing: recall/hybrid.fact_vectors), are at least
+    NEAR_DUPLICATE_COSINE apart, closest first, as [older id, newer id, cosine]. Reported in
+    the run's counts and the review queue; nothing is changed."""
+    from ..embeddings import EmbeddingError
+    from ..recall.hybrid import fact_vectors
     from .vectors import current_provider
 
     embedder = current_provider()
-    if embedder is None:
+    if embedder is None or len(facts) < 2:
         return []
-    rows = [
-        (n.pk, n.embedding)
-        for n in facts
-        if n.embedding is not None and n.embedding_model == embedder.name
-    ]
-    if len(rows) < 2:
+    try:
+        vectors = fact_vectors(embedder, facts)
+    except EmbeddingError:
+        log.warning("near-duplicates skipped: the model could not embed", exc_info=True)
         return []
-    vectors = decode_many([blob for _, blob in rows])
+    rows = [(n.pk,) for n in facts]
     sims = np.triu(vectors @ vectors.T, k=1)
     first, second = np.nonzero(sims >= NEAR_DUPLICATE_COSINE)
     pairs = [

@@ -98,12 +98,16 @@ def related_order(
 ) -> list[int]:
     """The positions of the facts possibly related to the query, best cosine first, leaving
     out `taken` (the first tier's); none when the question is not near the agent's memory."""
-    known = [(c, i) for i, c in enumerate(cosines) if c is not None]
-    if not known or max(known)[0] < cal.gate:
+    cos = np.array([np.nan if c is None else c for c in cosines], dtype=np.float64)
+    if not cos.size or np.all(np.isnan(cos)):
         return []
-    lowest = max(cal.floor, max(known)[0] - cal.within)
-    closest = sorted(known, key=lambda ci: (-ci[0], ci[1]))
-    return [i for c, i in closest if c >= lowest and i not in taken]
+    best = np.nanmax(cos)
+    if best < cal.gate:
+        return []
+    lowest = max(cal.floor, best - cal.within)
+    near = np.flatnonzero(np.nan_to_num(cos, nan=-1.0) >= lowest)
+    near = near[np.argsort(-cos[near], kind="stable")]
+    return [int(i) for i in near if int(i) not in taken]
 
 
 def _ramp(x: np.ndarray, cut: float, full: float, zero: float) -> np.ndarray:

@@ -197,8 +197,8 @@ def pick_related(
     scored: words alone, or a fallback, serve the first tier only."""
     if limit <= 0 or order is None:
         return []
-    chosen = {p.note.id for p in picked}
-    taken = {i for i, f in enumerate(facts) if f.id in chosen}
+    position = {id(f): i for i, f in enumerate(facts)} if picked else {}
+    taken = {position[id(p.note)] for p in picked}
     ranked = [Picked(facts[i], round(closeness(order[i]), 4)) for i in related_order(order, taken)]
     return _within_caps(ranked[:limit], before=picked)
 

@@ -361,6 +361,32 @@ def test_recall_preview_and_run_the_daily_review(world, open_page):
     assert page.errors == []
 
 
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_the_recall_preview_shows_both_tiers(world, open_page, width):
+    """The confident tier, then "Possibly related (lower confidence)", each fact with its
+    score; at both widths nothing scrolls sideways and axe finds nothing."""
+    for text in (
+        "The staging deploy needs the VPN on; without it the helm upgrade times out.",
+        "Celery workers ship in their own chart and must be restarted after any change.",
+        "The readiness probe also checks Redis: with Redis down the pods never become ready.",
+        "Ana prefers squash merges on the billing repo.",
+    ):
+        services.fact_save(actor=world.as_agent, text=text)
+    page = open_page(world.member, width)
+    page.goto(f"/p/acme-web/agents/{world.agent.pk}/")
+    page.page.fill("#recall-query", "Our pre-live shipment job sits idle for ages and then aborts")
+    page.page.get_by_role("button", name="Preview recall").click()
+    result = page.page.locator("#recall-result")
+    expect(result).to_contain_text("Possibly related (lower confidence)")
+    expect(result.locator("table").last).to_contain_text("Celery workers")
+    result.scroll_into_view_if_needed()
+    page.screenshot(f"recall-preview-tiers-{width}")
+    result.screenshot(path=str(SCREENSHOTS / f"recall-preview-tiers-{width}-card.png"))
+    assert page.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert axe_violations(page.page) == []
+    assert page.errors == []
+
+
 def test_no_keyboard_box_on_a_touch_screen(world, browser, live_server):
     """The review queue's keyboard box is for keyboards: a touch phone does not show it."""
     from django.test import Client

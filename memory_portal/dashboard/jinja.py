@@ -61,6 +61,9 @@ def environment(**options) -> Environment:
     # A name the row is not given is a bug in the caller, not an empty string: fail loudly.
     options["undefined"] = StrictUndefined
     options["keep_trailing_newline"] = True
+    # A block tag's own line leaves nothing behind: a page draws a row 50 to 100 times.
+    options["trim_blocks"] = True
+    options["lstrip_blocks"] = True
     env = Environment(**options)
     env.filters.update(
         date=date_filter,

@@ -255,13 +255,43 @@
     if (event.target.matches("[data-confirm-value]")) syncConfirm(event.target);
   });
 
+  // --- Row actions: each button names its URL once (formaction) ------------------------------
+  // Without JavaScript a click posts the page's #row-actions form (CSRF, next) to it; here the
+  // same form goes there with htmx (the button's name and value too) and the row is swapped
+  // for the answer (templates/jinja2/dashboard/note_rows.html).
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest('button[form="row-actions"][formaction]');
+    if (!button || !window.htmx || button.disabled) return;
+    event.preventDefault();
+    var row = button.closest("tr");
+    window.htmx.ajax("POST", button.getAttribute("formaction"), {
+      source: button,
+      target: row || document.body,
+      swap: row ? "outerHTML" : "none",
+    });
+  });
+
   // --- Inline action panels (edit, archive): one open at a time, focus the field -------------
+  // A panel (summary[data-panel]) is loaded the first time it opens, from the note's URL (its
+  // fallback link) plus "<verb>/form/".
+  function loadPanel(details) {
+    var summary = details.querySelector("summary[data-panel]");
+    var slot = details.querySelector(".panel-slot");
+    var link = slot && slot.querySelector("a[href]");
+    if (!summary || !link || details.dataset.loaded || !window.htmx) return;
+    details.dataset.loaded = "true";
+    var url = link.getAttribute("href") + summary.dataset.panel + "/form/";
+    if (summary.dataset.section) url += "?section=" + encodeURIComponent(summary.dataset.section);
+    window.htmx.ajax("GET", url, { source: summary, target: slot, swap: "innerHTML" });
+  }
+
   document.addEventListener("toggle", function (event) {
     var details = event.target;
     if (!details.matches || !details.matches("details.popover") || !details.open) return;
     document.querySelectorAll("details.popover[open]").forEach(function (other) {
       if (other !== details) other.open = false;
     });
+    loadPanel(details);
     var field = details.querySelector("textarea, input[type=text]");
     if (field) field.focus();
   }, true);

@@ -475,10 +475,10 @@ def test_edit_of_a_reviewed_note_is_offered_to_managers_only(
     page = reverse("dashboard:project", args=[SLUG])
     edit_url = reverse("dashboard:note-edit", args=[SLUG, note.pk])
 
-    def offers_edit(client) -> bool:  # the row's edit panel (loaded when opened)
-        html = client.get(page).content.decode()
-        row = html[html.index(f'id="note-{note.pk}"') :]
-        return 'data-panel="edit"' in row[: row.index("</tr>")]
+    def offers_edit(client) -> bool:  # in the row's "More" panel (loaded when opened)
+        assert 'data-panel="more"' in client.get(page).content.decode()
+        more = client.get(f"/p/{SLUG}/notes/{note.pk}/more/form/", HTTP_HX_REQUEST="true")
+        return edit_url in more.content.decode()
 
     assert not offers_edit(member_client) and offers_edit(manager_client)
     note_page = reverse("dashboard:note", args=[SLUG, note.pk])

@@ -31,10 +31,26 @@ def _row(html: str, note_id: str) -> str:
 
 
 def _buttons(row: str) -> set[str]:
-    """The row's actions: its buttons and the panels (edit, archive) it opens."""
+    """The row's actions: its buttons and the panel ("More") it opens."""
     buttons = re.findall(r'<button form="row-actions"[^>]*>([^<]+)</button>', row)
     panels = re.findall(r'<summary class="btn" data-panel="[a-z]+"[^>]*>([^<]+)</summary>', row)
     return set(buttons) | set(panels)
+
+
+def _more(client, note) -> set[str]:
+    """The verbs of a row's "More" panel (edit, archive, forget), as the panel loads them."""
+    url = f"/p/{SLUG}/notes/{note.pk}/more/form/"
+    answer = client.get(url, HTTP_HX_REQUEST="true")
+    if answer.status_code == 404:
+        return set()
+    return set(re.findall(rf'action="/p/{SLUG}/notes/{note.pk}/([a-z]+)/"', answer.content.decode()))
+
+
+def _offered(client, row: str, note) -> set[str]:
+    """Everything a row offers: its buttons, and the verbs of its "More" panel."""
+    buttons = _buttons(row)
+    more = _more(client, note) if "More" in buttons else set()
+    return (buttons - {"More"}) | {v.capitalize() for v in more}
 
 
 @pytest.fixture
@@ -76,10 +92,16 @@ def test_every_state_draws_its_row(who, states, world, manager_client, member_cl
     html += client.get(f"/p/{SLUG}/?status=forgotten").content.decode()
     row = {name: _row(html, note.pk) for name, note in states.items()}
 
+    def offered(name: str) -> set[str]:
+        return _offered(client, row[name], states[name])
+
     learned = row["learned"]
     assert 'class="note-row status-active trust-learned"' in learned
     assert 'title="Last recalled 2026-03-04 05:06 UTC">1</span>' in learned
     assert _buttons(learned) == (
+        {"Approve", "Reject", "Veto", "More"} if manager else {"Veto", "More"}
+    )
+    assert offered("learned") == (
         {"Approve", "Reject", "Veto", "Edit", "Archive", "Forget"}
         if manager
         else {"Veto", "Edit", "Archive"}
@@ -96,7 +118,7 @@ def test_every_state_draws_its_row(who, states, world, manager_client, member_cl
     assert ("Approve" not in _buttons(row["reviewed"])) and (
         ("Reject" in _buttons(row["reviewed"])) == manager
     )
-    assert ("Edit" in _buttons(row["rejected"])) == manager
+    assert ("Edit" in offered("rejected")) == manager
     assert ("Approve" in _buttons(row["rejected"])) == manager
 
     vetoed = row["vetoed"]
@@ -104,20 +126,20 @@ def test_every_state_draws_its_row(who, states, world, manager_client, member_cl
     assert f"by {world.member.get_username()}</small>" in vetoed
     # A manager judges an archived note's trust too, and forgets it (access.note_actions).
     decided = {"Approve", "Reject", "Forget"}
-    assert _buttons(vetoed) == ({"Undo"} | decided if manager else {"Undo"})
+    assert offered("vetoed") == ({"Undo"} | decided if manager else {"Undo"})
 
     archived = row["archived"]
     assert "Queue &lt;retired&gt; &amp; gone" in archived  # escaped, as every text
-    assert _buttons(archived) == ({"Unarchive"} | decided if manager else {"Unarchive"})
+    assert offered("archived") == ({"Unarchive"} | decided if manager else {"Unarchive"})
 
     superseded = row["superseded"]
     assert f'superseded by <a href="/p/{SLUG}/notes/{states["edit"].pk}/"' in superseded
-    assert "Unarchive" not in _buttons(superseded)
+    assert "Unarchive" not in offered("superseded")
     assert f"by {world.manager.get_username()}</span>" in row["edit"]
 
     forgotten = row["forgotten"]
     assert "status-forgotten" in forgotten
-    assert _buttons(forgotten) == ({"Restore"} if manager else set())
+    assert offered("forgotten") == ({"Restore"} if manager else set())
 
     fact = row["fact"]
     assert "Answer in British English<br>and keep it short" in fact
@@ -167,12 +189,12 @@ def test_a_row_offers_what_access_note_actions_says(world, role):
         row = html[html.index(f'id="note-{note.pk}"') :]
         row = row[: row.index("</tr>")]
         offered = note_actions(note, manager=role == "manager")
+        more = _more(client, note) if 'data-panel="more"' in row else set()
+        assert bool(more) == ('data-panel="more"' in row)  # a "More" panel is never empty
         for verb in ("approve", "reject", "veto", "unarchive", "archive", "edit", "forget"):
-            # a button posts to its URL; the edit and archive panels are named, loaded on opening
-            shown = (
-                f'data-panel="{verb}"' in row
-                if verb in ("edit", "archive")
-                else f"/notes/{note.pk}/{verb}/" in row
+            # a button posts to its URL; edit, archive and forget are in the "More" panel
+            shown = verb in more if verb in ("edit", "archive", "forget") else (
+                f"/notes/{note.pk}/{verb}/" in row
             )
             assert shown == (verb in offered and not (verb == "unarchive" and note.is_vetoed)), (
                 role, name, verb,
@@ -229,22 +251,23 @@ def test_a_text_search_answers_by_relevance_with_the_words_marked(world, manager
 
 
 def test_a_rows_panel_is_loaded_when_opened(world, states, manager_client, member_client):
-    """The edit and archive panels come from their own GET (htmx): the form, its CSRF token, the
-    page to return to and the review section; a person the rule does not let act gets none;
-    without htmx the note's page, which has both forms."""
+    """The "More" panel comes from its own GET (htmx): a form for each of edit, archive and
+    forget the rule allows, each with its CSRF token, the page to return to and the review
+    section; without htmx the note's page, which has them all."""
     note = states["learned"]
-    url = f"/p/{SLUG}/notes/{note.pk}/edit/form/?section=learned"
+    url = f"/p/{SLUG}/notes/{note.pk}/more/form/?section=learned"
     htmx = {"HTTP_HX_REQUEST": "true", "HTTP_HX_CURRENT_URL": f"http://testserver/p/{SLUG}/review/"}
     panel = manager_client.get(url, **htmx).content.decode()
-    assert f'hx-post="/p/{SLUG}/notes/{note.pk}/edit/"' in panel
-    assert f">{note.content}</textarea>" in panel and 'name="csrfmiddlewaretoken"' in panel
-    assert f'name="next" value="/p/{SLUG}/review/"' in panel
-    assert 'name="section" value="learned"' in panel
-    archive = manager_client.get(f"/p/{SLUG}/notes/{note.pk}/archive/form/", **htmx)
-    assert 'name="reason"' in archive.content.decode() and "section" not in archive.content.decode()
+    for verb in ("edit", "archive", "forget"):
+        assert f'hx-post="/p/{SLUG}/notes/{note.pk}/{verb}/"' in panel, verb
+    assert panel.count("<form") == 3 and panel.count('name="csrfmiddlewaretoken"') == 3
+    assert f">{note.content}</textarea>" in panel and 'name="reason"' in panel
+    assert panel.count(f'name="next" value="/p/{SLUG}/review/"') == 3
+    assert panel.count('name="section" value="learned"') == 3
     plain = manager_client.get(url)
     assert plain.status_code == 302 and plain["Location"] == f"/p/{SLUG}/notes/{note.pk}/"
-    reviewed = states["reviewed"]  # a member may not edit a reviewed note
-    refused = member_client.get(f"/p/{SLUG}/notes/{reviewed.pk}/edit/form/", **htmx)
-    assert refused.status_code == 404
-    assert manager_client.get(f"/p/{SLUG}/notes/{note.pk}/veto/form/", **htmx).status_code == 404
+    # A member may not edit or forget a reviewed note: archive is all the panel holds.
+    reviewed = states["reviewed"]
+    assert _more(member_client, reviewed) == {"archive"}
+    assert _more(member_client, states["forgotten"]) == set()  # nothing: 404
+    assert manager_client.get(f"/p/{SLUG}/notes/{note.pk}/edit/form/", **htmx).status_code == 404

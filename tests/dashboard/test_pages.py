@@ -179,8 +179,8 @@ def test_members_do_not_see_manager_controls(world, member_client):
     html = member_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
     assert "Only a project manager can switch or reset memory." in html
     assert "Disable memory" not in html and "Reset memory" not in html
-    assert ">Approve<" not in html and ">Forget<" not in html
-    assert ">Veto<" in html and ">Archive<" in html and ">Edit<" in html
+    assert ">Approve<" not in html and ">Reject<" not in html
+    assert ">Veto<" in html and 'data-panel="more">More<' in html
 
 
 def test_filters_narrow_the_table(world, manager_client):

@@ -108,21 +108,23 @@ def _undo(request, access, verb: str, note_id: str, result) -> dict | None:
     return None
 
 
-PANEL_VERBS = ("edit", "archive")  # the row actions that ask for text first
+MORE_VERBS = ("edit", "archive", "forget")  # a row's "More" panel; the review's verbs are buttons
 
 
 @project_page
 def note_panel(request, access, note_id, verb):
-    """The edit or archive panel of a note's row, loaded when the row's panel is opened
-    (templates/jinja2/dashboard/note_panel.html), for a person the rule lets do it
-    (access.note_actions). Its form returns to the page it was opened on; a request that is
-    not htmx's goes to the note's page, which has both forms."""
-    if verb not in PANEL_VERBS:
+    """A note row's "More" panel, loaded when it is first opened
+    (templates/jinja2/dashboard/note_panel.html): a form for each of edit, archive and forget
+    the rule lets the person do (access.note_actions). Its forms return to the page it was
+    opened on; a request that is not htmx's goes to the note's page, which has them all."""
+    if verb != "more":
         raise Http404("No such panel.")
     note = selectors.note_get(actor=actor_of(request), note_id=note_id, project=access.project)
     if not request.htmx:
         return redirect("dashboard:note", access.project.slug, note.pk)
-    if verb not in note_actions(note, manager=access.is_manager):
+    allowed = note_actions(note, manager=access.is_manager)
+    verbs = [v for v in MORE_VERBS if v in allowed]
+    if not verbs:
         raise Http404("Nothing to do to this note here.")
     section = request.GET.get("section", "")
     note_url = reverse("dashboard:note", args=[access.project.slug, note.pk])
@@ -130,7 +132,7 @@ def note_panel(request, access, note_id, verb):
     return HttpResponse(
         panel.render(
             note=note,
-            verb=verb,
+            verbs=verbs,
             project=access.project,
             url=PlainReverser(),
             csrf_input=format_html(

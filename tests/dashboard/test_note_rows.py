@@ -43,7 +43,8 @@ def _more(client, note) -> set[str]:
     answer = client.get(url, HTTP_HX_REQUEST="true")
     if answer.status_code == 404:
         return set()
-    return set(re.findall(rf'action="/p/{SLUG}/notes/{note.pk}/([a-z]+)/"', answer.content.decode()))
+    html = answer.content.decode()
+    return set(re.findall(rf'action="/p/{SLUG}/notes/{note.pk}/([a-z]+)/"', html))
 
 
 def _offered(client, row: str, note) -> set[str]:

@@ -158,14 +158,14 @@ def pick(
             for f, s, c in zip(facts, scores, meaning, strict=True)
             if s >= threshold
         ]
-        kept.sort(
-            key=lambda pc: (
-                -(pc[1] if pc[1] is not None else -1.0) if order else 0.0,
-                -pc[0].score,
-                -pc[0].note.created_at.timestamp(),
-                pc[0].note.id,
-            )
-        )
+
+        def rank(kept_fact: tuple[Picked, float | None]) -> tuple:
+            picked, cosine = kept_fact
+            # Without cosines every fact ties on meaning; a fact without one comes last.
+            by_meaning = -(cosine if cosine is not None else -1.0) if order else 0.0
+            return (by_meaning, -picked.score, -picked.note.created_at.timestamp(), picked.note.id)
+
+        kept.sort(key=rank)
         ranked = [p for p, _ in kept]
     return _within_caps(ranked)
 

@@ -271,6 +271,31 @@ def test_the_start_prompt_is_the_start_recall_block(mcp_url, run_tokens, world):
     assert text.startswith("--- MEMORY ---") and "Use the blue deploy pipeline." in text
 
 
+def test_the_start_prompt_carries_the_possibly_related_tier(mcp_url, world):
+    """A run's task near the agent's memory but about none of it confidently: the prompt's
+    block lists the closest facts under their own heading (docs/CONCEPTS.md, two tiers)."""
+    for text in (
+        "Celery workers ship in their own chart and must be restarted after any change.",
+        "The readiness probe also checks Redis: with Redis down the pods never become ready.",
+    ):
+        services.fact_save(actor=world.as_agent, text=text)
+    run = services.run_create(
+        actor=None,
+        agent=world.agent,
+        task_title="The pre-live shipment job",
+        task_description="It sits idle for ages and then aborts.",
+    )
+    token = services.token_create(actor=None, run=run)[1]
+
+    async def go():
+        async with mcp_session(mcp_url, token) as client:
+            return await client.get_prompt(mcp_server.START_PROMPT)
+
+    text = run_on_loop(go()).messages[0].content.text
+    heading = text.index("Possibly related (lower confidence):")
+    assert text.index("Celery workers ship") > heading, text
+
+
 def test_mcp_calls_are_traced_by_tool_and_outcome(mcp_url, run_tokens, world):
     call(mcp_url, run_tokens.writer, "memory_write", {"kind": "fact", "content": "One fact."})
     call(mcp_url, run_tokens.writer, "memory_status")

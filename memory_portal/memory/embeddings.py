@@ -282,10 +282,16 @@ class _VectorCache:
     def put(self, provider: str, text: str, vector: np.ndarray) -> None:
         """Keep a vector computed elsewhere (a run's task, stored as it started)."""
         with self._lock:
-            self._data[(provider, text)] = vector
-            self._data.move_to_end((provider, text))
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
+            self._keep({(provider, text): vector})
+
+    def _keep(self, vectors: dict[tuple[str, str], np.ndarray]) -> None:
+        """Add `vectors` as the most recent, dropping the least recent past `size` (under
+        the lock)."""
+        for key, vector in vectors.items():
+            self._data[key] = vector
+            self._data.move_to_end(key)
+        while len(self._data) > self.size:
+            self._data.popitem(last=False)
 
     def embed(self, embedder, texts: list[str]) -> np.ndarray:
         keys = [(embedder.name, t) for t in texts]
@@ -295,13 +301,13 @@ class _VectorCache:
                 self._data.move_to_end(k)
         missing = list(dict.fromkeys(k[1] for k in keys if k not in found))
         if missing:
-            fresh = embedder.embed(missing)
+            fresh = {
+                (embedder.name, text): vector
+                for text, vector in zip(missing, embedder.embed(missing), strict=True)
+            }
+            found.update(fresh)
             with self._lock:
-                for text, vector in zip(missing, fresh, strict=True):
-                    found[(embedder.name, text)] = vector
-                    self._data[(embedder.name, text)] = vector
-                while len(self._data) > self.size:
-                    self._data.popitem(last=False)
+                self._keep(fresh)
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[k] for k in keys])

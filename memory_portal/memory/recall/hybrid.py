@@ -89,8 +89,8 @@ def closeness(cosine: float, cal: SemanticCalibration = CALIBRATION) -> float:
     usual cosine (`prior_mean`) to 0.5 at `cosine_cut`, kept under 0.5 as the second tier's
     scores are; in order with the tier, unlike the hybrid score, which a shared word or the
     other ramps move."""
-    ramp = _ramp(np.array([cosine]), cal.cosine_cut, cal.cosine_full, cal.prior_mean)
-    return min(0.49, float(ramp[0]))
+    ramp = _ramp(np.float64(cosine), cal.cosine_cut, cal.cosine_full, cal.prior_mean)
+    return min(0.49, float(ramp))
 
 
 def related_order(

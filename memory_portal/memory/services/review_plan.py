@@ -141,11 +141,11 @@ def near_duplicates(facts: list[Note]) -> list[list]:
     except EmbeddingError:
         log.warning("near-duplicates skipped: the model could not embed", exc_info=True)
         return []
-    rows = [(n.pk,) for n in facts]
+    ids = [n.pk for n in facts]
     sims = np.triu(vectors @ vectors.T, k=1)
     first, second = np.nonzero(sims >= NEAR_DUPLICATE_COSINE)
     pairs = [
-        [rows[i][0], rows[j][0], round(float(sims[i, j]), 3)]
+        [ids[i], ids[j], round(float(sims[i, j]), 3)]
         for i, j in zip(first, second, strict=True)
     ]
     return sorted(pairs, key=lambda p: -p[2])

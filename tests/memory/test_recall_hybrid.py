@@ -118,15 +118,15 @@ def test_off_topic_questions_get_nothing_in_either_tier(evaluations):
 
 def test_close_to_work_questions_are_not_confident(evaluations):
     """Close-to-work questions (a colleague, a vendor, a place the facts know) may get a
-    "possibly related" fact, not a confident one: none on the main and development sets. The
-    paraphrase set's 18 (written with the second tier) get 7 confident picks over 72 (question,
-    agent) pairs, a name shared with a fact ("How many vacation days does Maya have left?"
-    picks the release window Maya signs off): reported in docs/RECALL.md, "Limits"."""
+    "possibly related" fact, not a confident one: none on the main and development sets, and
+    at most one over the paraphrase set's 72 (question, agent) pairs (measured one, a review
+    SLA for "what customers say about our checkout on Trustpilot"; six more when a shared
+    name could carry a pick: docs/RECALL.md, "The hybrid score")."""
     ev = evaluations["hybrid"]
     assert ev.false_accepts(ev.unrelated)["close_tier1"] == 0
     assert ev.false_accepts(ev.dev_unrelated)["close_tier1"] == 0
     paraphrase = ev.false_accepts(ev.paraphrase_unrelated)
-    assert paraphrase["close_pairs"] == 72 and paraphrase["close_tier1"] <= 7, paraphrase
+    assert paraphrase["close_pairs"] == 72 and paraphrase["close_tier1"] <= 1, paraphrase
 
 
 def test_the_second_tier_is_lower_confidence_and_bounded(evaluations):

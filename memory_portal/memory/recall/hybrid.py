@@ -14,7 +14,9 @@ The semantic score of a fact is the smallest of three calibrated ramps, each 0.5
 The hybrid score is the larger of the lexical and the semantic score: a fact the words already
 find keeps its lexical score, and meaning adds the paraphrases words miss. Meaning also vetoes a
 word-only match: when the fact's cosine is below `lexical_gate`, its lexical score is capped just
-under 0.5 (a shared word, different subject).
+under 0.5 (a shared word, different subject). A name the query shares with a fact is such a
+word too: a fact that shares a name and would be recalled is checked again with the names
+taken out (`_named_only`), so "Maya's vacation days" does not recall Maya's release rule.
 
 The constants were chosen on the main labelled set and the even-numbered half of the paraphrase
 set, for the built-in model (docs/RECALL.md, "The hybrid score"); an endpoint's model has its
@@ -41,6 +43,7 @@ from ..embeddings import (
     vector_cache,
 )
 from .lexical import RecallTimeout, Scorer, fact_scorer, lexical_scores
+from .text import lower_words, names, without_words, written_words
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +272,41 @@ def fact_vectors(embedder, facts: list) -> np.ndarray:
     return out
 
 
+def _named_only(
+    embedder, query: str, facts: Facts, scores: np.ndarray, deadline: float | None
+) -> np.ndarray:
+    """Where a pick rests on a name alone (docs/RECALL.md, "A name is not a subject"): a fact
+    sharing a name with the query — a person, a vendor, a place — is confident only if, with
+    the shared names taken out of both, it still passes the words' veto (`lexical_vetoed`):
+    a name is a shared word like any other, and says who or what, not what about. Checked for
+    the facts that would otherwise score above 0.49; True where the name carried the pick."""
+    out = np.zeros(len(facts), dtype=bool)
+    query_names, query_words = names(query), written_words(query)
+    pairs = []
+    for i in np.flatnonzero(scores > 0.49):
+        text = fact_text(facts[i])
+        shared = (query_names | names(text)) & query_words & written_words(text)
+        shared -= lower_words(query) | lower_words(text)  # a common noun here
+        if shared:
+            pairs.append((int(i), without_words(query, shared), without_words(text, shared)))
+    if not pairs:
+        return out
+    _check(deadline)
+    try:
+        query_vectors = query_cache.embed(embedder, [q for _, q, _ in pairs])
+        fact_vectors = vector_cache.embed(embedder, [t for _, _, t in pairs])
+    except EmbeddingError:
+        log.warning("names could not be checked; the picks stand", exc_info=True)
+        return out
+    cos = (query_vectors * fact_vectors).sum(axis=1)
+    scorer = facts.scorer()
+    lexical = np.array(
+        [lexical_scores(q, facts, deadline=deadline, scorer=scorer)[i] for i, q, _ in pairs]
+    )
+    out[[i for i, _, _ in pairs]] = lexical_vetoed(cos, lexical)
+    return out
+
+
 @dataclass
 class Scored:
     scores: list[float]
@@ -282,8 +320,8 @@ class Scored:
 
 def _cosines(
     query: str, facts: list, deadline: float | None, stored_only: bool = False
-) -> tuple[np.ndarray | None, str | None, str | None]:
-    """(cosines, fallback, provider name)."""
+) -> tuple[np.ndarray | None, str | None, object | None]:
+    """(cosines, fallback, the embedder that scored)."""
     fallback = None
     try:
         embedder = get_embedder()
@@ -306,7 +344,7 @@ def _cosines(
         except EmbeddingError:
             log.exception("the built-in embedding model cannot be loaded; scoring words alone")
             return None, FALLBACK_LEXICAL, None
-    return cos, fallback, embedder.name
+    return cos, fallback, embedder
 
 
 def hybrid_scores(
@@ -315,13 +353,14 @@ def hybrid_scores(
     """Each fact's hybrid score against the query, in the facts' order, and whether (and why)
     a weaker scorer stood in for the configured one. Raises RecallTimeout when the deadline
     passes before the lexical scores are in. With `stored_only` (search), a note without a
-    stored vector is scored by its words alone instead of being embedded now."""
+    stored vector is scored by its words alone instead of being embedded now, and a shared
+    name is not checked (`_named_only`)."""
     facts = Facts.of(facts)
     lexical = lexical_scores(query, facts, deadline=deadline, scorer=facts.scorer())
     try:
-        cos, fallback, provider = _cosines(query, facts, deadline, stored_only)
+        cos, fallback, embedder = _cosines(query, facts, deadline, stored_only)
     except RecallTimeout:
-        cos, fallback, provider = None, FALLBACK_WARMING, None
+        cos, fallback, embedder = None, FALLBACK_WARMING, None
     semantic = cosine_list = None
     if cos is None:
         scores = lexical
@@ -333,12 +372,16 @@ def hybrid_scores(
         vetoed = known & lexical_vetoed(np.nan_to_num(cos, nan=1.0), np.asarray(lexical))
         gated = np.where(vetoed, np.minimum(lexical, 0.49), lexical)
         semantic = meaning.tolist()
-        scores = np.maximum(gated, meaning).tolist()
+        hybrid = np.maximum(gated, meaning)
+        if not stored_only:  # search embeds no note's text, and lists what mentions a name
+            named = _named_only(embedder, query, facts, hybrid, deadline)
+            hybrid = np.where(named, np.minimum(hybrid, 0.49), hybrid)
+        scores = hybrid.tolist()
     return Scored(
         scores=scores,
         lexical=lexical,
         semantic=semantic,
         fallback=fallback,
-        provider=provider,
+        provider=embedder.name if embedder is not None else None,
         cosines=cosine_list,
     )

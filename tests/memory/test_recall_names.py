@@ -1,0 +1,93 @@
+"""A name is not a subject (docs/RECALL.md, "The hybrid score"): a fact that shares only a
+name with the question (a colleague, a vendor) is not a confident pick; one the rest of the
+question still matches is. Questions written for these tests, not taken from a labelled set."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from bench.recall_eval import _facts_by_agent, load_dataset
+from memory_portal.memory.recall import hybrid
+from memory_portal.memory.recall.text import lower_words, names, without_words
+
+FACTS = _facts_by_agent(load_dataset()["FACTS"])
+
+
+@pytest.fixture(autouse=True)
+def _embeddings_on():
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(MEMORY_PORTAL={**settings.MEMORY_PORTAL, "EMBEDDINGS_ENABLED": True}):
+        yield
+
+
+def test_names_are_words_capitalised_inside_a_sentence():
+    assert names("Book a room for Maya's planning session") == {"maya"}
+    assert names("Send Ana flowers to the São Paulo office") == {"ana", "são", "paulo"}
+    assert names("Upgrade the Stripe library and its API version") == {"stripe"}
+    # A sentence's or a title's first word, and acronyms, are not names.
+    assert names("Stripe refunds run twice. Retries happen") == set()
+    assert names("PIN-1043: Since the deploy, CI and the SKU export fail") == set()
+    assert names("Speed up the pipeline\nPull requests wait") == set()
+
+
+def test_a_word_written_in_lower_case_is_a_common_noun():
+    assert "canary" in lower_words("Promote the canary of release 2.14")
+    assert "canary" not in lower_words("Watch the 'Storefront / Canary' board")
+
+
+def test_names_come_out_with_their_possessives():
+    text = "Book a room for Maya's planning session, the team's favourite"
+    assert without_words(text, frozenset({"maya"})) == (
+        "Book a room for planning session, the team's favourite"
+    )
+
+
+def _scores(agent: str, query: str, *, rule: bool = True) -> dict[str, float]:
+    facts = FACTS[agent]
+    if rule:
+        scores = hybrid.hybrid_scores(query, facts).scores
+    else:
+        off = np.zeros(len(facts), dtype=bool)
+        with mock.patch.object(hybrid, "_named_only", lambda *args, **kwargs: off):
+            scores = hybrid.hybrid_scores(query, facts).scores
+    return {f.key: s for f, s in zip(facts, scores, strict=True)}
+
+
+@pytest.mark.parametrize(
+    ("agent", "query", "fact"),
+    [
+        ("reviewer", "Is Maya coming to the offsite?", "maya_tests"),
+        ("reviewer", "Buy a farewell present for Tom", "tom_comments"),
+        ("integrations", "Invite the Twilio account manager to lunch", "twilio_sender_de"),
+    ],
+)
+def test_a_fact_sharing_only_a_name_is_not_confident(agent, query, fact):
+    assert _scores(agent, query, rule=False)[fact] >= 0.5  # what the name alone gave
+    assert _scores(agent, query)[fact] < 0.5
+
+
+@pytest.mark.parametrize(
+    ("agent", "query", "fact"),
+    [
+        ("release", "Can I deploy to production on Friday without asking Maya?", "prod_window"),
+        ("reviewer", "Tom asked me to split my PR; how small should each part be?", "tom_pr_size"),
+        ("reviewer", "Maya rejected my payments PR because it had no tests", "maya_tests"),
+        ("integrations", "Our Twilio messages to Germany vanish", "twilio_sender_de"),
+    ],
+)
+def test_a_fact_the_rest_of_the_question_matches_stays_confident(agent, query, fact):
+    assert _scores(agent, query)[fact] >= 0.5
+
+
+def test_a_name_shared_by_no_confident_pick_costs_no_embedding():
+    """Only the facts that would be picked are checked, so a question whose names no pick
+    shares embeds nothing more than the question."""
+    facts = FACTS["release"]
+    with mock.patch.object(hybrid.query_cache, "embed", wraps=hybrid.query_cache.embed) as spy:
+        hybrid.hybrid_scores("Did Maya enjoy her holiday in Portugal?", facts)
+    assert spy.call_count == 1

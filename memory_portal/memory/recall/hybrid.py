@@ -249,7 +249,12 @@ def cosines(
 def _embed_missing(embedder, facts: Facts, missing: list[int], deadline: float | None):
     """The vectors of the facts at `missing` (none stored by this provider), embedded 32 at a
     time, checking the deadline between batches, and kept in the process cache."""
-    texts = [fact_text(facts[i]) for i in missing]
+    return _embedded(embedder, [fact_text(facts[i]) for i in missing], deadline)
+
+
+def _embedded(embedder, texts: list[str], deadline: float | None):
+    """The vectors of fact-side `texts`, embedded 32 at a time (checking the deadline between
+    batches) unless the process cache holds them, and kept there; None for no text."""
     for start in range(0, len(texts), 32):
         _check(deadline)
         vector_cache.embed(embedder, texts[start : start + 32])
@@ -294,7 +299,7 @@ def _named_only(
     _check(deadline)
     try:
         query_vectors = query_cache.embed(embedder, [q for _, q, _ in pairs])
-        fact_vectors = vector_cache.embed(embedder, [t for _, _, t in pairs])
+        fact_vectors = _embedded(embedder, [t for _, _, t in pairs], deadline)
     except EmbeddingError:
         log.warning("names could not be checked; the picks stand", exc_info=True)
         return out

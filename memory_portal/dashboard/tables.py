@@ -108,21 +108,10 @@ class AuditTable(tables.Table):
         empty_text = "No audit events match these filters."
 
 
-class KnownCountPaginator(Paginator):
-    """A paginator told its count (the project's stored counters, for an unfiltered notes
-    table) instead of counting the rows; without one it counts as Django's does."""
-
-    def __init__(self, *args, count: int | None = None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if count is not None:
-            self.count = count  # the value Paginator.count would have cached
-
-
-def paginate(table: tables.Table, request, *, count: int | None = None) -> tables.Table:
+def paginate(table: tables.Table, request) -> tables.Table:
     """Sort and paginate from the query string. `per_page` is one of PER_PAGE_CHOICES, and an
     out-of-range page (past the last, below the first, or past any integer the database
-    holds) shows the nearest one instead of failing. `count`, when known, is the rows' count
-    (no COUNT is sent)."""
+    holds) shows the nearest one instead of failing."""
     sort = request.GET.getlist(table.prefixed_order_by_field)
     if sort and table.orderable:
         table.order_by = sort
@@ -138,10 +127,7 @@ def paginate(table: tables.Table, request, *, count: int | None = None) -> table
         page = 1
     try:
         table.paginate(
-            paginator_class=KnownCountPaginator,
-            per_page=per_page,
-            page=min(max(page, 1), PAGE_MAX),
-            count=count,
+            paginator_class=Paginator, per_page=per_page, page=min(max(page, 1), PAGE_MAX)
         )
     except (EmptyPage, PageNotAnInteger):
         table.page = table.paginator.page(table.paginator.num_pages)

@@ -16,11 +16,10 @@ from .conftest import day_log_yesterday, save_fact, write_note
 
 SLUG = "acme-web"
 # Session, user, the project with its setting and the person's role, the agents and the
-# applications of the filter form, the setting's counters, the page's count (filtered pages
-# only: the counters count every note), its ids and its rows: 9. Then one query each for the
-# applications, the owning agents and the evidence repositories the page's rows name
-# (selectors/notes.py, ROW_FETCHED), whatever the number of rows: 12 at most. (varied_notes
-# names no evidence repository: 10 unfiltered, 11 filtered here.)
+# applications of the filter form, the setting's counters, the page's count, its ids and its
+# rows: 9. Then one query each for the applications, the owning agents and the evidence
+# repositories the page's rows name (selectors/notes.py, ROW_FETCHED), whatever the number of
+# rows: 12 at most. (varied_notes names no evidence repository: 11 here.)
 PROJECT_MEMORY_QUERIES = 12
 
 
@@ -77,24 +76,6 @@ def test_project_memory_page_queries_do_not_grow_with_rows(
     many, html = count_queries(client, url, django_assert_max_num_queries, PROJECT_MEMORY_QUERIES)
     assert html.count('class="note-row') == 50
     assert many == few
-
-
-def test_the_unfiltered_notes_page_takes_its_count_from_the_stored_counters(
-    world, manager_client, django_assert_max_num_queries
-):
-    varied_notes(world, 110)  # every status: active, archived (vetoed, superseded), forgotten
-    url = reverse("dashboard:project", args=[SLUG]) + "?per_page=50"
-    with django_assert_max_num_queries(PROJECT_MEMORY_QUERIES - 1) as captured:
-        html = manager_client.get(url + "&page=3").content.decode()
-    assert not any("COUNT(" in q["sql"].upper() for q in captured.captured_queries)
-    stored = world.project.notes.count()  # the superseded notes' successors included
-    assert 100 < stored <= 150
-    assert html.count('class="note-row') == stored - 100  # the last page, by the counters
-    # Filtered, the page counts its rows.
-    with django_assert_max_num_queries(PROJECT_MEMORY_QUERIES) as captured:
-        html = manager_client.get(url + "&status=forgotten").content.decode()
-    assert sum("COUNT(" in q["sql"].upper() for q in captured.captured_queries) == 1
-    assert html.count('class="note-row') == world.project.notes.filter(status="forgotten").count()
 
 
 def test_filtered_and_sorted_page_has_the_same_bound(

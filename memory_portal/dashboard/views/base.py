@@ -135,7 +135,7 @@ def project_context(access: selectors.ProjectAccess, *, fresh: bool = False) -> 
         "access": access,
         "project": project,
         "setting": setting,
-        "counts": selectors.project_counts(project=project) if fresh else access.counts,
+        "counts": selectors.project_counts(project=project),
         "cap": settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"],
         "call_budget": settings.MEMORY_PORTAL["RUN_CALL_BUDGET"],
     }
@@ -265,19 +265,14 @@ def note_table(request, access, queryset, *, fixed: dict | None = None):
     filterset.agent_count = len(agents)
     # A text search answers by relevance (NoteFilter.filter_text) unless a column is sorted.
     searched = data.get("q", "").strip() and not request.GET.get("sort")
-    # Every note of the project, unfiltered: the stored counters say how many.
-    count = None if fixed or filterset.active_count else access.counts["total"]
-    table = note_page(
-        request, access, NoteTable(filterset.qs, order_by=() if searched else None), count=count
-    )
+    table = note_page(request, access, NoteTable(filterset.qs, order_by=() if searched else None))
     return filterset, table
 
 
-def note_page(request, access, table: NoteTable, *, count: int | None = None) -> NoteTable:
+def note_page(request, access, table: NoteTable) -> NoteTable:
     """Paginate a table over `selectors.notes_table_ids`, then load the page's own rows with
-    their relations (the ids query stays one table; the joins touch 50 rows). `count`: the
-    rows' count when known."""
-    table = paginate(table, request, count=count)
+    their relations (the ids query stays one table; the joins touch 50 rows)."""
+    table = paginate(table, request)
     ids = [row.record.pk for row in table.page.object_list]
     table.page.object_list = BoundRows(note_rows(request, access, ids), table)
     return table

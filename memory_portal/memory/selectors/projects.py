@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
@@ -71,12 +70,6 @@ class ProjectAccess:
     # Managers approve / reject, forget / restore, switch and reset memory, delete runs and
     # applications; every member reads, edits, archives, vetoes and undoes (SPEC §2.3).
     can_review = can_forget = can_control = can_delete_runs = can_delete_applications = is_manager
-
-    @cached_property
-    def counts(self) -> dict:
-        """`project_counts`, read once for the request (a page's header and its notes
-        table's count); after a change, read them anew with `project_counts`."""
-        return project_counts(project=self.project)
 
 
 def project_access(*, actor: Actor, slug: str) -> ProjectAccess:

@@ -280,7 +280,7 @@ def fact_vectors(embedder, facts: list) -> np.ndarray:
 def _named_only(
     embedder, query: str, facts: Facts, scores: np.ndarray, deadline: float | None
 ) -> np.ndarray:
-    """Where a pick rests on a name alone (docs/RECALL.md, "A name is not a subject"): a fact
+    """Where a pick rests on a name alone (docs/RECALL.md, "The hybrid score"): a fact
     sharing a name with the query — a person, a vendor, a place — is confident only if, with
     the shared names taken out of both, it still passes the words' veto (`lexical_vetoed`):
     a name is a shared word like any other, and says who or what, not what about. Checked for
@@ -304,10 +304,11 @@ def _named_only(
         log.warning("names could not be checked; the picks stand", exc_info=True)
         return out
     cos = (query_vectors * fact_vectors).sum(axis=1)
-    scorer = facts.scorer()
-    lexical = np.array(
-        [lexical_scores(q, facts, deadline=deadline, scorer=scorer)[i] for i, q, _ in pairs]
-    )
+    scorer, by_query = facts.scorer(), {}
+    for _, q, _ in pairs:  # usually one question without its names, at most a few
+        if q not in by_query:
+            by_query[q] = lexical_scores(q, facts, deadline=deadline, scorer=scorer)
+    lexical = np.array([by_query[q][i] for i, q, _ in pairs])
     out[[i for i, _, _ in pairs]] = lexical_vetoed(cos, lexical)
     return out
 

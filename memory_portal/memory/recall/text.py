@@ -292,41 +292,33 @@ def terms(text: str) -> list[str]:
 
 
 # A word as written, with an optional possessive ("Maya's"): what names are looked for in.
-_WRITTEN_WORD = re.compile(r"[^\W\d_][\w-]*?(?=(?:['’]s)?\b)", re.UNICODE)
+_WRITTEN_WORD = re.compile(r"([^\W\d_][\w-]*)(?:['’]s\b)?")
 # What ends a sentence or a title: the word after it is capitalised for that reason alone.
-_SENTENCE_END = re.compile(r"(?:^|[.!?:;\n])\s*$")
+_SENTENCE_END = re.compile(r"[.!?:;\n]")
 
 
 def names(text: str) -> frozenset[str]:
     """The names a text uses, lower-cased: words capitalised in the middle of a sentence
-    (`Maya`, `ShipFast`, `São`), not acronyms (`CI`, `SKU`: all capitals) and not words
-    that merely open a sentence."""
+    (`Maya`, `ShipFast`, `São`), not acronyms (`CI`, `SKU`: all capitals) and not a
+    sentence's first word."""
     found = set()
-    for match in _WRITTEN_WORD.finditer(text):
-        word = match.group()
-        if not word[0].isupper() or word.isupper() or "_" in word:
-            continue
-        if _SENTENCE_END.search(text, 0, match.start()) is not None:
-            continue
-        found.add(word.lower())
+    for sentence in _SENTENCE_END.split(text):
+        for word in _WRITTEN_WORD.findall(sentence)[1:]:
+            if word[0].isupper() and not word.isupper() and "_" not in word:
+                found.add(word.lower())
     return frozenset(found)
 
 
-_WORD_AND_POSSESSIVE = re.compile(r"([^\W\d_][\w-]*?)(?:['’]s)?\b", re.UNICODE)
-
-
 def written_words(text: str) -> frozenset[str]:
-    return frozenset(m.group().lower() for m in _WRITTEN_WORD.finditer(text))
+    return frozenset(word.lower() for word in _WRITTEN_WORD.findall(text))
 
 
 def lower_words(text: str) -> frozenset[str]:
     """The words written in lower case: used as common nouns, whatever else is capitalised."""
-    return frozenset(w for m in _WRITTEN_WORD.finditer(text) if (w := m.group()).islower())
+    return frozenset(word for word in _WRITTEN_WORD.findall(text) if word.islower())
 
 
 def without_words(text: str, words: frozenset[str]) -> str:
     """The text without these (lower-cased) words and their possessives."""
-    kept = _WORD_AND_POSSESSIVE.sub(
-        lambda m: "" if m.group(1).lower() in words else m.group(), text
-    )
+    kept = _WRITTEN_WORD.sub(lambda m: "" if m.group(1).lower() in words else m.group(), text)
     return " ".join(kept.split())

@@ -4,6 +4,7 @@ question still matches is. Questions written for these tests, not taken from a l
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
@@ -33,6 +34,31 @@ def test_names_are_words_capitalised_inside_a_sentence():
     assert names("Stripe refunds run twice. Retries happen") == set()
     assert names("PIN-1043: Since the deploy, CI and the SKU export fail") == set()
     assert names("Speed up the pipeline\nPull requests wait") == set()
+
+
+def test_days_and_months_are_times_not_names():
+    assert names("A Friday deploy needs Maya's OK, and no release in December") == {"maya"}
+
+
+def test_a_small_memory_keeps_a_question_about_the_fact_and_drops_one_about_the_person():
+    """Four facts (IDF and the spread are then the small memory's): "deploy on Friday" is
+    the release rule's subject; Maya's vacation is not."""
+    facts = [
+        SimpleNamespace(id=str(i), summary="", content=text)
+        for i, text in enumerate(
+            [
+                "Production releases only go out Tuesday to Thursday, 09:00-15:00 UTC. A Friday "
+                "deploy needs Maya's written OK in #release first.",
+                "The staging deploy needs the VPN on; without it the helm upgrade times out.",
+                "Celery workers ship in their own chart and must be restarted after any change.",
+                "Ana prefers squash merges on the billing repo.",
+            ]
+        )
+    ]
+    scores = hybrid.hybrid_scores("Can I deploy on Friday without asking Maya?", facts).scores
+    assert scores[0] >= 0.5
+    scores = hybrid.hybrid_scores("How many vacation days does Maya have left?", facts).scores
+    assert scores[0] < 0.5
 
 
 def test_a_word_written_in_lower_case_is_a_common_noun():

@@ -297,16 +297,27 @@ _WRITTEN_WORD = re.compile(r"([^\W\d_][\w-]*)(?:['’]s\b)?")
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
 
 
+# Capitalised by convention, but times, not who or what: "deploy on Friday" is about Friday.
+_CALENDAR = frozenset(
+    _words(
+        """
+    monday tuesday wednesday thursday friday saturday sunday january february march april may
+    june july august september october november december
+    """
+    )
+)
+
+
 def names(text: str) -> frozenset[str]:
     """The names a text uses, lower-cased: words capitalised in the middle of a sentence
-    (`Maya`, `ShipFast`, `São`), not acronyms (`CI`, `SKU`: all capitals) and not a
-    sentence's first word."""
+    (`Maya`, `ShipFast`, `São`), not acronyms (`CI`, `SKU`: all capitals), not days and months
+    and not a sentence's first word."""
     found = set()
     for sentence in _SENTENCE_END.split(text):
         for word in _WRITTEN_WORD.findall(sentence)[1:]:
             if word[0].isupper() and not word.isupper() and "_" not in word:
                 found.add(word.lower())
-    return frozenset(found)
+    return frozenset(found - _CALENDAR)
 
 
 def written_words(text: str) -> frozenset[str]:

@@ -388,6 +388,39 @@ def test_the_recall_preview_shows_both_tiers(world, open_page, width):
     assert page.errors == []
 
 
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_the_recall_preview_does_not_take_a_shared_name_for_a_subject(world, open_page, width):
+    """A question about Maya's vacation gets the release rule Maya signs off only as possibly
+    related; a question about a Friday deploy gets it as a memory (docs/RECALL.md, "The hybrid
+    score")."""
+    rule = "Production releases only go out Tuesday to Thursday. A Friday deploy needs Maya's OK."
+    for text in (
+        rule,
+        "The staging deploy needs the VPN on; without it the helm upgrade times out.",
+        "Celery workers ship in their own chart and must be restarted after any change.",
+        "Ana prefers squash merges on the billing repo.",
+    ):
+        services.fact_save(actor=world.as_agent, text=text)
+    page = open_page(world.member, width)
+    page.goto(f"/p/acme-web/agents/{world.agent.pk}/")
+    result = page.page.locator("#recall-result")
+    page.page.fill("#recall-query", "How many vacation days does Maya have left?")
+    page.page.get_by_role("button", name="Preview recall").click()
+    expect(result).to_contain_text("No fact of")
+    expect(result).to_contain_text("Possibly related (lower confidence)")
+    expect(result.locator("table")).to_have_count(1)
+    expect(result.locator("table")).to_contain_text("Maya's OK")
+    result.scroll_into_view_if_needed()
+    page.screenshot(f"recall-preview-name-{width}")
+    result.screenshot(path=str(SCREENSHOTS / f"recall-preview-name-{width}-card.png"))
+    page.page.fill("#recall-query", "Can I deploy on Friday without asking Maya?")
+    page.page.get_by_role("button", name="Preview recall").click()
+    expect(result).not_to_contain_text("No fact of")
+    expect(result.locator("table").first).to_contain_text("Maya's OK")
+    assert page.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.errors == []
+
+
 def test_no_keyboard_box_on_a_touch_screen(world, browser, live_server):
     """The review queue's keyboard box is for keyboards: a touch phone does not show it."""
     from django.test import Client

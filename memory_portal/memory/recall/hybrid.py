@@ -286,12 +286,12 @@ def _named_only(
     a name is a shared word like any other, and says who or what, not what about. Checked for
     the facts that would otherwise score above 0.49; True where the name carried the pick."""
     out = np.zeros(len(facts), dtype=bool)
-    query_names, query_words = names(query), written_words(query)
+    query_names, query_words, query_lower = names(query), written_words(query), lower_words(query)
     pairs = []
     for i in np.flatnonzero(scores > 0.49):
         text = fact_text(facts[i])
         shared = (query_names | names(text)) & query_words & written_words(text)
-        shared -= lower_words(query) | lower_words(text)  # a common noun here
+        shared -= query_lower | lower_words(text)  # a common noun here
         if shared:
             pairs.append((int(i), without_words(query, shared), without_words(text, shared)))
     if not pairs:
@@ -299,11 +299,11 @@ def _named_only(
     _check(deadline)
     try:
         query_vectors = query_cache.embed(embedder, [q for _, q, _ in pairs])
-        fact_vectors = _embedded(embedder, [t for _, _, t in pairs], deadline)
+        text_vectors = _embedded(embedder, [t for _, _, t in pairs], deadline)
     except EmbeddingError:
         log.warning("names could not be checked; the picks stand", exc_info=True)
         return out
-    cos = (query_vectors * fact_vectors).sum(axis=1)
+    cos = (query_vectors * text_vectors).sum(axis=1)
     scorer, by_query = facts.scorer(), {}
     for _, q, _ in pairs:  # usually one question without its names, at most a few
         if q not in by_query:

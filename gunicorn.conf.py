@@ -75,7 +75,8 @@ def post_worker_init(worker):
     (or read from their cache), the embedding model loaded and run once, and the thread that
     stores written notes' vectors started, sweeping up any a killed worker left without one
     (memory_portal/memory/services/vectors.py). A worker that replaces a crashed one would
-    otherwise pay for these inside the first writes and recalls it serves."""
+    otherwise pay for these inside the first writes and recalls it serves. (The URLconf is
+    imported by memory_portal/wsgi.py, for any WSGI server.)"""
     from memory_portal.memory.secrets import maintained
     from memory_portal.memory.services.vectors import start_in_server
 

@@ -35,6 +35,7 @@ import numpy as np
 from ..embeddings import (
     EmbeddingError,
     MiniLMEmbedder,
+    OpenAIEmbedder,
     builtin_model,
     decode_many,
     get_embedder,
@@ -235,7 +236,7 @@ def cosines(
     stored_idx, missing_idx, stored = facts.vectors(embedder.name)
     if stored_only:
         missing_idx = []
-    fresh = _embed_missing(embedder, facts, missing_idx, deadline)
+    fresh = _embedded(embedder, [fact_text(facts[i]) for i in missing_idx], deadline)
     _check(deadline)
     q = query_cache.embed(embedder, [query])[0]
     out = np.full(len(facts), np.nan, dtype=np.float32)
@@ -246,15 +247,10 @@ def cosines(
     return out
 
 
-def _embed_missing(embedder, facts: Facts, missing: list[int], deadline: float | None):
-    """The vectors of the facts at `missing` (none stored by this provider), embedded 32 at a
-    time, checking the deadline between batches, and kept in the process cache."""
-    return _embedded(embedder, [fact_text(facts[i]) for i in missing], deadline)
-
-
 def _embedded(embedder, texts: list[str], deadline: float | None):
-    """The vectors of fact-side `texts`, embedded 32 at a time (checking the deadline between
-    batches) unless the process cache holds them, and kept there; None for no text."""
+    """The vectors of fact-side texts (a fact without a vector stored by this provider, a fact
+    without its names), embedded 32 at a time, checking the deadline between batches, unless
+    the process cache holds them, and kept there; None for no text."""
     for start in range(0, len(texts), 32):
         _check(deadline)
         vector_cache.embed(embedder, texts[start : start + 32])
@@ -267,7 +263,7 @@ def fact_vectors(embedder, facts: list) -> np.ndarray:
     near-duplicates read the very vectors recall does)."""
     facts = Facts.of(facts)
     stored_idx, missing_idx, stored = facts.vectors(embedder.name)
-    fresh = _embed_missing(embedder, facts, missing_idx, None)
+    fresh = _embedded(embedder, [fact_text(facts[i]) for i in missing_idx], None)
     width = (stored if stored_idx.size else fresh).shape[1]
     out = np.empty((len(facts), width), dtype=np.float32)
     if stored_idx.size:
@@ -326,7 +322,7 @@ class Scored:
 
 def _cosines(
     query: str, facts: list, deadline: float | None, stored_only: bool = False
-) -> tuple[np.ndarray | None, str | None, object | None]:
+) -> tuple[np.ndarray | None, str | None, MiniLMEmbedder | OpenAIEmbedder | None]:
     """(cosines, fallback, the embedder that scored)."""
     fallback = None
     try:

@@ -272,15 +272,35 @@
   });
 
   // --- Inline action panels (edit, archive): one open at a time, focus the field -------------
-  // A panel (summary[data-panel]) is loaded the first time it opens, from the note's URL (its
-  // fallback link) plus "<verb>/form/".
+  // A row's "More" is a link to the note's page (a[data-panel]), the way without JavaScript.
+  // Clicked here, it becomes a popover (details > summary[data-panel] + .panel-slot), opened
+  // and loaded from that URL plus "<verb>/form/"; a click with a modifier still opens the page.
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest("a[data-panel]");
+    if (!link || !window.htmx || event.button || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    var details = document.createElement("details");
+    details.className = "popover";
+    details.dataset.url = link.getAttribute("href");
+    var summary = document.createElement("summary");
+    summary.className = "btn";
+    summary.textContent = link.textContent;
+    summary.dataset.panel = link.dataset.panel;
+    if (link.dataset.section) summary.dataset.section = link.dataset.section;
+    var slot = document.createElement("div");
+    slot.className = "panel-slot";
+    details.append(summary, slot);
+    link.replaceWith(details);
+    summary.focus();
+    details.open = true;
+  });
+
   function loadPanel(details) {
     var summary = details.querySelector("summary[data-panel]");
     var slot = details.querySelector(".panel-slot");
-    var link = slot && slot.querySelector("a[href]");
-    if (!summary || !link || details.dataset.loaded || !window.htmx) return;
+    if (!summary || !slot || !details.dataset.url || details.dataset.loaded || !window.htmx) return;
     details.dataset.loaded = "true";
-    var url = link.getAttribute("href") + summary.dataset.panel + "/form/";
+    var url = details.dataset.url + summary.dataset.panel + "/form/";
     if (summary.dataset.section) url += "?section=" + encodeURIComponent(summary.dataset.section);
     window.htmx.ajax("GET", url, { source: summary, target: slot, swap: "innerHTML" });
   }

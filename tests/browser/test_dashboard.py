@@ -65,7 +65,7 @@ def test_forget_and_restore(world, open_page):
     note = write_note(world, "The old cron host is cron-2")
     page = open_page(world.manager)
     page.goto("/p/acme-web/")
-    row(page, note).locator("summary", has_text="More").click()
+    row(page, note).locator("[data-panel]", has_text="More").click()
     row(page, note).get_by_role("button", name="Forget note").click()
     expect(row(page, note)).to_contain_text("Forgotten")
     assert Note.objects.get(pk=note.pk).status == "forgotten"
@@ -199,8 +199,8 @@ def test_bulk_approve(world, open_page):
 
 
 def test_row_actions_work_without_javascript(world, open_page):
-    """A row's buttons post the page's one form to their own URL, and its panels lead to the
-    note's page, which has the forms: every action works with JavaScript off."""
+    """A row's buttons post the page's one form to their own URL, and its "More" is a link to
+    the note's page, which has the forms: every action works with JavaScript off."""
     note, other = write_notes(world, 2, prefix="Plain")
     page = open_page(world.manager, javascript=False)
     page.goto("/p/acme-web/?q=Plain")
@@ -208,9 +208,8 @@ def test_row_actions_work_without_javascript(world, open_page):
     expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/?q=Plain")  # back where it was
     expect(row(page, note).get_by_role("button", name="Undo")).to_be_visible()
     assert Note.objects.get(pk=note.pk).is_vetoed
-    row(page, other).locator("summary", has_text="More").click()
-    row(page, other).screenshot(path=str(SCREENSHOTS / "row-panel-without-javascript.png"))
-    row(page, other).get_by_role("link", name="On the note's page").click()
+    row(page, other).screenshot(path=str(SCREENSHOTS / "row-without-javascript.png"))
+    row(page, other).get_by_role("link", name="More").click()  # the note's page, with the forms
     expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/notes/{other.pk}/")
     page.page.get_by_label("Archive with a reason").fill("Done with it")
     page.page.get_by_role("button", name="Archive", exact=True).click()
@@ -223,7 +222,7 @@ def test_edit_and_archive_from_a_row(world, open_page, width):
     fact = save_fact(world, "Reports read from the primary")
     page = open_page(world.member, width)
     page.goto("/p/acme-web/")
-    row(page, fact).locator("summary", has_text="More").click()
+    row(page, fact).locator("[data-panel]", has_text="More").click()
     expect(row(page, fact).locator("textarea")).to_be_focused()
     expect(row(page, fact).locator("textarea")).to_have_value("Reports read from the primary")
     row(page, fact).screenshot(path=str(SCREENSHOTS / f"row-edit-panel-{width}.png"))
@@ -232,7 +231,7 @@ def test_edit_and_archive_from_a_row(world, open_page, width):
     expect(row(page, fact)).to_contain_text("superseded by")
     new = Note.objects.get(supersedes=fact)
     expect(row(page, new)).to_contain_text("Reports read from the replica")
-    row(page, new).locator("summary", has_text="More").click()
+    row(page, new).locator("[data-panel]", has_text="More").click()
     row(page, new).locator("input[name=reason]").fill("Replica retired")
     row(page, new).get_by_role("button", name="Archive note").click()
     expect(row(page, new)).to_contain_text("Replica retired")
@@ -243,7 +242,7 @@ def test_a_refusal_shows_a_toast_and_keeps_the_row(world, open_page):
     note = write_note(world, "Rows stay put when refused")
     page = open_page(world.member)
     page.goto("/p/acme-web/")
-    row(page, note).locator("summary", has_text="More").click()
+    row(page, note).locator("[data-panel]", has_text="More").click()
     row(page, note).locator("textarea").fill("token ghp_abcdefghijklmnopqrstuvwxyz0123456789")
     row(page, note).get_by_role("button", name="Save edit").click()
     expect(toast(page, "error")).to_contain_text("secret")

@@ -54,6 +54,6 @@ def test_an_administrator_checks_then_imports_a_file(open_page, world, make_user
     assert not axe_violations(view.page)
     assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     view.page.get_by_role("link", name="Open the project").click()
-    imported = view.page.locator(".note-row .text", has_text="Imported through the browser")
+    imported = view.page.locator(".note-row .c-content", has_text="Imported through the browser")
     expect(imported).to_be_visible()
     assert not view.errors, view.errors

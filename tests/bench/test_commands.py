@@ -111,6 +111,34 @@ def test_bench_recall_fills_the_project_to_its_cap(settings):
 
 
 @pytest.mark.django_db
+def test_bench_search_times_both_kinds_of_query_with_and_without_meaning():
+    """`memory_bench_search`: a round per kind of query, each side finding notes (the keywords
+    by their words too, so the side without meaning is not timed doing nothing), a ratio, and
+    nothing left behind."""
+    out = StringIO()
+    call_command(
+        command("memory_bench_search"),
+        "--notes",
+        "30",
+        "--rounds",
+        "1",
+        "--queries",
+        "2",
+        stdout=out,
+    )
+    text = out.getvalue()
+    found = {}
+    for kind in ("questions", "keywords"):
+        block = text[text.index(f"\n{kind} (") :]
+        row = next(line for line in block.splitlines() if line.strip().startswith("1 "))
+        found[kind] = (int(row.split()[-3]), int(row.split()[-1]))
+        assert f"{kind}: with meaning ÷ without (wall, median of 1 rounds) = " in text
+    assert found["questions"][0] > 0
+    assert found["keywords"][0] > 0 and found["keywords"][1] > 0
+    assert not Project.objects.filter(slug__startswith="bench-search-").exists()
+
+
+@pytest.mark.django_db
 def test_bench_scale_refuses_sqlite():
     if connection.vendor == "postgresql":
         pytest.skip("the refusal is SQLite's")

@@ -297,3 +297,33 @@ def test_fifty_rows_fit_the_pages_budget(world, manager_client):
     assert largest <= 2_000, largest
     assert len(page) - sum(len(row) for row in rows) <= 20_000
     assert len(page) <= 120_000, len(page)
+
+
+def test_the_sections_key_is_escaped_in_every_button(world):
+    """A row's buttons carry its review section (`name="section"`), written once a row as an
+    attribute marked safe: the key is escaped before it is, whatever it holds."""
+    from django.template import engines
+
+    from memory_portal.dashboard.templatetags.fast_url import PlainReverser
+    from memory_portal.memory import selectors
+
+    note = write_note(world, "The section's key is escaped")
+    rows = selectors.notes_rows(actor=world.as_manager, project=world.project, ids=[note.pk])
+    html = (
+        engines["jinja2"]
+        .env.get_template("dashboard/note_rows.html")
+        .render(
+            notes=rows,
+            columns=NoteTable.row_columns(),
+            project=world.project,
+            access=None,
+            oob=False,
+            url=PlainReverser(),
+            allowed=lambda n: frozenset({"approve", "veto", "edit"}),
+            section='x" onclick="alert(1)',
+            words=[],
+        )
+    )
+    assert html.count('name="section" value="x&#34; onclick=&#34;alert(1)"') == 2
+    assert 'data-section="x&#34; onclick=&#34;alert(1)"' in html
+    assert 'onclick="' not in html

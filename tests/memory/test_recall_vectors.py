@@ -126,6 +126,27 @@ def test_the_background_thread_survives_a_failing_batch(caplog):
     assert worker.pending() == 0
 
 
+def test_the_background_thread_survives_its_connections_own_checks_failing(monkeypatch, caplog):
+    """An error outside the store itself (the connection's checks around a batch) is logged,
+    and the same thread goes on to store the next batch."""
+    stored: list[list[str]] = []
+    worker = vectors.BackgroundVectors(store=stored.append)
+    real = vectors.close_old_connections
+
+    def failing():
+        raise RuntimeError("connection check failed")
+
+    monkeypatch.setattr(vectors, "close_old_connections", failing)
+    worker.submit(["mem_a"])
+    assert worker.drain(timeout=10)
+    thread = worker._thread
+    monkeypatch.setattr(vectors, "close_old_connections", real)
+    worker.submit(["mem_b"])
+    assert worker.drain(timeout=10)
+    assert stored == [["mem_b"]] and worker._thread is thread and thread.is_alive()
+    assert "the vectors of 1 notes were not stored" in caplog.text
+
+
 def test_the_background_thread_waits_out_an_unreachable_database(monkeypatch):
     from django.db import OperationalError
 

@@ -237,17 +237,20 @@ class BackgroundVectors:
             try:
                 if batch:
                     self._store_retrying(batch)
-                with self._cond:
-                    idle = not self._pending
-                if idle:
-                    # Nothing waits: give the connection back rather than hold it idle (a
-                    # database restart, a test database being dropped, max_connections).
-                    connections.close_all()
             except Exception:
                 # Whatever fails around a batch (its connection's own checks included), the
                 # thread goes on: the notes wait for the next sweep or `memory_embed`.
                 log.exception("the vectors of %d notes were not stored", len(batch))
             finally:
+                with self._cond:
+                    idle = not self._pending
+                if idle:
+                    # Nothing waits: give the connection back rather than hold it idle (a
+                    # database restart, a test database being dropped, max_connections).
+                    try:
+                        connections.close_all()
+                    except Exception:
+                        log.exception("the vector thread could not close its connection")
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()

@@ -304,6 +304,27 @@ def test_review_queue_sections_and_shortcuts(world, manager_client):
     assert 'aria-keyshortcuts="a"' in html and 'aria-keyshortcuts="v"' in html
 
 
+def test_a_row_redrawn_in_its_review_section_keeps_sending_the_section(world, manager_client):
+    """Approving a note in "Not recalled in 30 days" leaves it there: the redrawn row's
+    buttons and "More" still carry the section, so its next action redraws the section too."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    old = write_note(world, "Nobody recalls this one")
+    Note.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=45))
+    answer = manager_client.post(
+        reverse("dashboard:note-approve", args=[SLUG, old.pk]),
+        {"section": "not_recalled"},
+        HTTP_HX_REQUEST="true",
+    )
+    html = answer.content.decode()
+    assert f'id="note-{old.pk}"' in html and 'id="queue-not_recalled-count"' in html
+    row = html[html.index(f'id="note-{old.pk}"') : html.index("</tr>")]
+    assert 'name="section" value="not_recalled"' in row and "Approve" not in row
+    assert 'data-section="not_recalled"' in row
+
+
 def test_review_queue_empty_states(world, member_client):
     html = member_client.get(reverse("dashboard:review", args=[SLUG])).content.decode()
     assert "Nothing awaits review" in html

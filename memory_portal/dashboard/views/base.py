@@ -241,6 +241,8 @@ def rows_response(
     }
     section = request.POST.get("section", "")
     keys = SECTION_KEYS if section == "all" else [section] if section in SECTION_KEYS else []
+    # A row redrawn in its section keeps sending the section with its next action.
+    context["section_key"] = section if section in SECTION_KEYS else ""
     if keys:
         after = selectors.review_sections_after(
             actor=actor_of(request), project=access.project, keys=keys, note_ids=note_ids

@@ -302,28 +302,19 @@ def test_fifty_rows_fit_the_pages_budget(world, manager_client):
 def test_the_sections_key_is_escaped_in_every_button(world):
     """A row's buttons carry its review section (`name="section"`), written once a row as an
     attribute marked safe: the key is escaped before it is, whatever it holds."""
-    from django.template import engines
-
-    from memory_portal.dashboard.templatetags.fast_url import PlainReverser
+    from memory_portal.dashboard.templatetags.note_rows import note_rows
     from memory_portal.memory import selectors
+    from memory_portal.memory.models import Role
 
     note = write_note(world, "The section's key is escaped")
     rows = selectors.notes_rows(actor=world.as_manager, project=world.project, ids=[note.pk])
-    html = (
-        engines["jinja2"]
-        .env.get_template("dashboard/note_rows.html")
-        .render(
-            notes=rows,
-            columns=NoteTable.row_columns(),
-            project=world.project,
-            access=None,
-            oob=False,
-            url=PlainReverser(),
-            allowed=lambda n: frozenset({"approve", "veto", "edit"}),
-            section='x" onclick="alert(1)',
-            words=[],
-        )
-    )
-    assert html.count('name="section" value="x&#34; onclick=&#34;alert(1)"') == 2
+    context = {
+        "access": selectors.ProjectAccess(project=world.project, role=Role.MANAGER),
+        "project": world.project,
+        "section_key": 'x" onclick="alert(1)',
+    }
+    html = note_rows(context, rows)
+    # approve, reject and veto
+    assert html.count('name="section" value="x&#34; onclick=&#34;alert(1)"') == 3
     assert 'data-section="x&#34; onclick=&#34;alert(1)"' in html
     assert 'onclick="' not in html

@@ -126,9 +126,12 @@ def test_the_background_thread_survives_a_failing_batch(caplog):
     assert worker.pending() == 0
 
 
-def test_the_background_thread_survives_its_connections_own_checks_failing(monkeypatch, caplog):
-    """An error outside the store itself (the connection's checks around a batch) is logged,
-    and the same thread goes on to store the next batch."""
+@pytest.mark.parametrize("during", ["batch", "sweep"])
+def test_the_background_thread_survives_its_connections_own_checks_failing(
+    monkeypatch, caplog, during
+):
+    """An error outside the store itself (the connection's checks around a batch, or around a
+    sweep) is logged, and the same thread goes on to store the next batch."""
     stored: list[list[str]] = []
     worker = vectors.BackgroundVectors(store=stored.append)
     real = vectors.close_old_connections
@@ -137,14 +140,17 @@ def test_the_background_thread_survives_its_connections_own_checks_failing(monke
         raise RuntimeError("connection check failed")
 
     monkeypatch.setattr(vectors, "close_old_connections", failing)
+    if during == "sweep":
+        worker.start(sweep=True)  # sweeps at once, before anything is submitted
     worker.submit(["mem_a"])
     assert worker.drain(timeout=10)
+    worker.stop_sweeping()
     thread = worker._thread
     monkeypatch.setattr(vectors, "close_old_connections", real)
     worker.submit(["mem_b"])
     assert worker.drain(timeout=10)
-    assert stored == [["mem_b"]] and worker._thread is thread and thread.is_alive()
-    assert "the vectors of 1 notes were not stored" in caplog.text
+    assert stored[-1] == ["mem_b"] and worker._thread is thread and thread.is_alive()
+    assert "a round of the vector thread failed" in caplog.text
 
 
 def test_the_background_thread_waits_out_an_unreachable_database(monkeypatch):

@@ -19,7 +19,6 @@ import math
 import statistics
 import time
 import uuid
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -29,14 +28,13 @@ from django.utils import timezone
 
 from bench.floors import FLOORS
 from bench.recall_eval import default_dataset_path, load_dataset
-from bench.util import refresh_counters, unsaved_fact
+from bench.util import fill_facts
 from memory_portal.memory import embeddings, services
 from memory_portal.memory.actors import Actor
-from memory_portal.memory.models import MemorySetting, Note, Stage
+from memory_portal.memory.models import MemorySetting, Stage
 from memory_portal.memory.recall import facts as recall_facts
 from memory_portal.memory.recall import lexical, service, text
 from memory_portal.memory.selectors import AgentView
-from memory_portal.memory.services.vectors import stamp_vectors
 
 SLUG_PREFIX = "bench-recall-"
 
@@ -95,34 +93,13 @@ class Command(BaseCommand):
             # The day log first: once N facts are in, a project at the cap refuses writes.
             for i in range(20):
                 services.day_append(actor=actor, line=f"bench line {i}: checked the deploy")
-            self._fill(project, agent, texts, facts)
+            self.embed_ms = fill_facts(project, agent, texts, facts)
             self._measure(actor, queries, facts, repeat)
         finally:
             if keep:
                 self.stdout.write(f"kept project {project.slug}")
             else:
                 services.project_delete(actor=None, project=project, confirm=project.slug)
-
-    def _fill(self, project, agent, texts: list[str], n: int) -> None:
-        now = timezone.now()
-        notes = []
-        for i in range(n):
-            base = texts[i % len(texts)]
-            content = (base if i < len(texts) else f"{base} (again in PIN-{1000 + i})")[:500]
-            at = now - timedelta(minutes=i)
-            notes.append(unsaved_fact(agent, content, at=at, expires_at=now + timedelta(days=90)))
-        # The vectors every write stores (docs/RECALL.md, "Stored vectors"), computed here for
-        # the distinct facts and reported apart (the writes' cost, not recall's); a repeated
-        # fact shares its original's vector, which costs recall exactly the same to score.
-        started = time.perf_counter()
-        originals = notes[: len(texts)]
-        stamp_vectors(originals)
-        for i, note in enumerate(notes[len(texts) :], start=len(texts)):
-            note.embedding = originals[i % len(texts)].embedding
-            note.embedding_model = originals[i % len(texts)].embedding_model
-        self.embed_ms = (time.perf_counter() - started) * 1000
-        Note.objects.bulk_create(notes, batch_size=500)
-        refresh_counters(project.pk)
 
     def _measure(self, actor: Actor, queries: list[str], n: int, repeat: int) -> None:
         lexical.clear_caches()

@@ -3,7 +3,7 @@
 
 It creates a throwaway project (slug `bench-search-…`) holding N notes of one agent with their
 stored vectors (the labelled set's facts, repeated with a ticket key to reach N, written with
-`bulk_create` as `memory_bench_recall` does), and a run with a token. Then, in rounds, it sends
+`bulk_create`: bench/util.py `fill_facts`), and a run with a token. Then, in rounds, it sends
 `POST /api/tools/memory_search` through Django's full request cycle (the tool edge: token,
 trace, budget, serialisation), in-process, for each query in turn: with embeddings on, then
 off. Two kinds of query, each with its ratio: the set's questions (which full text, needing
@@ -19,19 +19,16 @@ import json
 import statistics
 import time
 import uuid
-from datetime import timedelta
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.test import Client, override_settings
-from django.utils import timezone
 
 from bench.recall_eval import default_dataset_path, load_dataset
-from bench.util import refresh_counters, unsaved_fact
+from bench.util import fill_facts
 from memory_portal.memory import services
-from memory_portal.memory.models import MemorySetting, Note, Stage
-from memory_portal.memory.services.vectors import stamp_vectors
+from memory_portal.memory.models import MemorySetting, Stage
 
 SLUG_PREFIX = "bench-search-"
 TARGET = 2.0  # a repeated search with meaning ÷ the same without, at most
@@ -95,29 +92,13 @@ class Command(BaseCommand):
                 actor=None, project=project, name="Bench agent", stage=Stage.RUNTIME
             )
             _run, token = services.run_start(actor=None, agent=agent, task_key="BENCH-1")
-            self._fill(project, agent, texts, notes)
+            fill_facts(project, agent, texts, notes)
             self._measure(Client(HTTP_AUTHORIZATION=f"Bearer {token}"), asked, notes, rounds)
         finally:
             if keep:
                 self.stdout.write(f"kept project {project.slug}")
             else:
                 services.project_delete(actor=None, project=project, confirm=project.slug)
-
-    def _fill(self, project, agent, texts: list[str], n: int) -> None:
-        now = timezone.now()
-        notes = []
-        for i in range(n):
-            base = texts[i % len(texts)]
-            content = (base if i < len(texts) else f"{base} (again in PIN-{1000 + i})")[:500]
-            at = now - timedelta(minutes=i)
-            notes.append(unsaved_fact(agent, content, at=at, expires_at=now + timedelta(days=90)))
-        originals = notes[: len(texts)]
-        stamp_vectors(originals)
-        for i, note in enumerate(notes[len(texts) :], start=len(texts)):
-            note.embedding = originals[i % len(texts)].embedding
-            note.embedding_model = originals[i % len(texts)].embedding_model
-        Note.objects.bulk_create(notes, batch_size=500)
-        refresh_counters(project.pk)
 
     def _search(self, client: Client, query: str) -> int:
         answer = client.post(

@@ -227,20 +227,21 @@ class BackgroundVectors:
                 else:
                     sweep_settle = None
                 self._busy = True
-            if sweep_settle is not None:
-                first = False
-                self._sweep(sweep_settle)
-            else:
-                time.sleep(self.LINGER)  # let the writes of the next few milliseconds join
-            with self._cond:
-                batch, self._pending = self._pending[: self.BATCH], self._pending[self.BATCH :]
+            batch: list[str] = []
             try:
+                if sweep_settle is not None:
+                    first = False
+                    self._sweep(sweep_settle)
+                else:
+                    time.sleep(self.LINGER)  # let the writes of the next few milliseconds join
+                with self._cond:
+                    batch, self._pending = self._pending[: self.BATCH], self._pending[self.BATCH :]
                 if batch:
                     self._store_retrying(batch)
             except Exception:
-                # Whatever fails around a batch (its connection's own checks included), the
-                # thread goes on: the notes wait for the next sweep or `memory_embed`.
-                log.exception("the vectors of %d notes were not stored", len(batch))
+                # Whatever fails in a round (a sweep, a batch, their connections' own checks),
+                # the thread goes on: the notes wait for the next sweep or `memory_embed`.
+                log.exception("a round of the vector thread failed (%d notes unstored)", len(batch))
             finally:
                 with self._cond:
                     idle = not self._pending

@@ -325,6 +325,23 @@
     if (details && details.open && field) field.focus();
   });
 
+  // --- Connect: the new agent's fields only while "A new agent…" is picked --------------------
+  // (fieldset[data-new-agent] holds that choice's value; without JavaScript all are shown.)
+  function syncNewAgent(set) {
+    var agent = set.form && set.form.elements.agent;
+    if (agent) set.hidden = agent.value !== set.dataset.newAgent;
+  }
+  document.addEventListener("change", function (event) {
+    var form = event.target.form;
+    var set = form && event.target.name === "agent" && form.querySelector("[data-new-agent]");
+    if (!set) return;
+    syncNewAgent(set);
+    if (!set.hidden && form.elements.name) form.elements.name.focus();
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-new-agent]").forEach(syncNewAgent);
+  });
+
   // --- After every page load or htmx swap ----------------------------------------------------
   function refresh() {
     document.querySelectorAll("[data-confirm-value]").forEach(syncConfirm);

@@ -1,6 +1,7 @@
 """From login to a pasted-ready configuration without a shell, in Chromium at 1280 and
-390 px: the Connect page creates an agent and its key, shows the key once with a copy button
-and the configurations, and the "last seen" line turns to Connected after the first call."""
+390 px: the Connect page creates an agent (its fields shown once "A new agent…" is picked)
+and its key, shows the key once with a copy button and the configurations, and the "last seen"
+line turns to Connected after the first call."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ def test_connect_an_agent_from_the_browser(open_page, world, width):
     view.goto("/p/acme-web/")
     view.page.get_by_role("link", name="Connect", exact=True).click()
     expect(view.page.get_by_role("heading", name="Connect an agent")).to_be_visible()
+    # The new agent's fields show only while "A new agent…" is picked, its name focused.
+    name = view.page.get_by_label("New agent's name")
+    expect(name).to_be_hidden()
     view.page.get_by_label("Agent", exact=True).select_option("new")
-    view.page.get_by_label("New agent's name").fill("Ana's Cursor agent")
+    expect(name).to_be_focused()
+    name.fill("Ana's Cursor agent")
     view.page.get_by_label("Where the key is used").fill("Ana's Cursor")
     view.screenshot(f"connect-form-{width}")
     assert not axe_violations(view.page)

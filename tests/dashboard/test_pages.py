@@ -99,6 +99,16 @@ def test_projects_lists_only_the_persons_projects(world, make_user, manager_clie
     assert "Memory on" in html
 
 
+def test_a_project_card_links_every_page_a_manager_starts_from(world, manager_client):
+    """The card's links, in the order of the project's tabs: the overview and Connect too."""
+    html = manager_client.get(reverse("dashboard:projects")).content.decode()
+    footer = html[html.index('<footer class="card-links">') :]
+    footer = footer[: footer.index("</footer>")]
+    names = ["overview", "project", "review", "recoveries", "agents", "connect", "runs"]
+    hrefs = [reverse(f"dashboard:{name}", args=[world.project.slug]) for name in names]
+    assert re.findall(r'href="([^"]+)"', footer) == hrefs
+
+
 def test_projects_empty_state(make_user, client):
     client.force_login(make_user("loner"))
     assert b"not a member of any project" in client.get(reverse("dashboard:projects")).content

@@ -194,6 +194,12 @@ class Evaluation:
     tasks: SetFigures = field(default_factory=SetFigures)
     dev: SetFigures = field(default_factory=SetFigures)
     dev_unrelated: list[QueryOutcome] = field(default_factory=list)
+    # The main and paraphrase sets with every question written in lower case, as people type
+    # in a chat: case is all that tells a name from a common noun in a question.
+    main_lower: SetFigures = field(default_factory=SetFigures)
+    unrelated_lower: list[QueryOutcome] = field(default_factory=list)
+    paraphrases_lower: SetFigures = field(default_factory=SetFigures)
+    paraphrase_unrelated_lower: list[QueryOutcome] = field(default_factory=list)
 
     off_topic: set[str] = field(default_factory=set)
 
@@ -204,8 +210,9 @@ class Evaluation:
     def false_accepts(self, outcomes: list[QueryOutcome]) -> dict[str, int]:
         """What unrelated questions got, split: off-topic ones' picks in either tier (pairs
         of question and agent), close-to-work ones' first-tier and second-tier picks."""
-        off = [o for o in outcomes if o.query in self.off_topic]
-        close = [o for o in outcomes if o.query not in self.off_topic]
+        off_topic = self.off_topic | {q.lower() for q in self.off_topic}  # the "lc" sets too
+        off = [o for o in outcomes if o.query in off_topic]
+        close = [o for o in outcomes if o.query not in off_topic]
         return {
             "off_pairs": len(off),
             "off_picks": sum(len(o.picked) + len(o.related) for o in off),
@@ -316,6 +323,14 @@ def evaluate(
             for agent, facts in sorted(by_agent.items())
         ]
 
+    def lower(queries: list[dict]) -> list[dict]:
+        return [{**q, "query": q["query"].lower()} for q in queries]
+
+    paraphrase_unrelated = [
+        *dataset.get("PARAPHRASE_UNRELATED", []),
+        *dataset.get("PARAPHRASE_CLOSE_UNRELATED", []),
+    ]
+
     return Evaluation(
         threshold=threshold,
         facts=len(dataset["FACTS"]),
@@ -325,16 +340,15 @@ def evaluate(
         unrelated=run_unrelated(dataset["UNRELATED"]),
         scorer=scorer,
         paraphrases=run_set(dataset.get("PARAPHRASES", [])),
-        paraphrase_unrelated=run_unrelated(
-            [
-                *dataset.get("PARAPHRASE_UNRELATED", []),
-                *dataset.get("PARAPHRASE_CLOSE_UNRELATED", []),
-            ]
-        ),
+        paraphrase_unrelated=run_unrelated(paraphrase_unrelated),
         tasks=run_set(task_queries(dataset)),
         dev=run_set(dataset.get("DEV_PARAPHRASES", [])),
         dev_unrelated=run_unrelated(dataset.get("DEV_UNRELATED", [])),
         off_topic=set(dataset.get("OFF_TOPIC", ())),
+        main_lower=run_set(lower(dataset["QUERIES"])),
+        unrelated_lower=run_unrelated([q.lower() for q in dataset["UNRELATED"]]),
+        paraphrases_lower=run_set(lower(dataset.get("PARAPHRASES", []))),
+        paraphrase_unrelated_lower=run_unrelated([q.lower() for q in paraphrase_unrelated]),
     )
 
 
@@ -352,6 +366,8 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
             ("paraphrase", ev.paraphrases, ev.paraphrase_unrelated),
             ("task", ev.tasks, None),
             ("dev", ev.dev, ev.dev_unrelated),
+            ("main lc", ev.main_lower, ev.unrelated_lower),
+            ("para lc", ev.paraphrases_lower, ev.paraphrase_unrelated_lower),
         ]
         for label, figures, unrelated in rows:
             if not figures.outcomes:
@@ -370,7 +386,7 @@ def format_comparison(evaluations: list[Evaluation]) -> str:
     out.append(
         "precision and recall: the first tier; related: second-tier picks; both: recall of "
         "both tiers; off-topic: picks in either tier / (question, agent) pairs; close t1/t2: "
-        "close-to-work questions' picks in each tier"
+        "close-to-work questions' picks in each tier; lc: the set's questions in lower case"
     )
     return "\n".join(out)
 

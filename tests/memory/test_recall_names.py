@@ -12,7 +12,13 @@ import pytest
 
 from bench.recall_eval import _facts_by_agent, load_dataset
 from memory_portal.memory.recall import hybrid
-from memory_portal.memory.recall.text import lower_words, names, without_words
+from memory_portal.memory.recall.text import (
+    capitalised,
+    cased,
+    lower_words,
+    names,
+    without_words,
+)
 
 FACTS = _facts_by_agent(load_dataset()["FACTS"])
 
@@ -34,6 +40,13 @@ def test_names_are_words_capitalised_inside_a_sentence():
     assert names("Stripe refunds run twice. Retries happen") == set()
     assert names("PIN-1043: Since the deploy, CI and the SKU export fail") == set()
     assert names("Speed up the pipeline\nPull requests wait") == set()
+
+
+def test_a_question_without_capitals_tells_no_name_by_its_case():
+    assert cased("Can Maya approve it?") and cased("PIN-990: the nightly run")
+    assert not cased("can maya approve it?") and not cased("  2 questions: is tom in?")
+    # Then the fact's capitalised words stand for its names, a sentence's first too.
+    assert capitalised("Maya blocks PRs. The Friday deploy needs Ana's OK") == {"maya", "ana"}
 
 
 def test_days_and_months_are_times_not_names():
@@ -90,6 +103,11 @@ def _scores(agent: str, query: str, *, rule: bool = True) -> dict[str, float]:
         ("reviewer", "Is Maya coming to the offsite?", "maya_tests"),
         ("reviewer", "Buy a farewell present for Tom", "tom_comments"),
         ("integrations", "Invite the Twilio account manager to lunch", "twilio_sender_de"),
+        # Written without capitals: the facts' case tells the names (`cased`, `capitalised`).
+        ("reviewer", "is maya coming to the offsite?", "maya_tests"),
+        ("reviewer", "buy a farewell present for tom", "tom_comments"),
+        ("integrations", "invite the twilio account manager to lunch", "twilio_sender_de"),
+        ("release", "how many vacation days does maya have left?", "prod_window"),
     ],
 )
 def test_a_fact_sharing_only_a_name_is_not_confident(agent, query, fact):
@@ -104,6 +122,9 @@ def test_a_fact_sharing_only_a_name_is_not_confident(agent, query, fact):
         ("reviewer", "Tom asked me to split my PR; how small should each part be?", "tom_pr_size"),
         ("reviewer", "Maya rejected my payments PR because it had no tests", "maya_tests"),
         ("integrations", "Our Twilio messages to Germany vanish", "twilio_sender_de"),
+        ("release", "can i deploy to production on friday without asking maya?", "prod_window"),
+        ("reviewer", "maya rejected my payments pr because it had no tests", "maya_tests"),
+        ("integrations", "our twilio messages to germany vanish", "twilio_sender_de"),
     ],
 )
 def test_a_fact_the_rest_of_the_question_matches_stays_confident(agent, query, fact):

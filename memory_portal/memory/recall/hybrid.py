@@ -26,6 +26,7 @@ own cosine scale and would need its own calibration.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,7 +45,7 @@ from ..embeddings import (
     vector_cache,
 )
 from .lexical import RecallTimeout, Scorer, fact_scorer, lexical_scores
-from .text import lower_words, names, without_words, written_words
+from .text import capitalised, cased, lower_words, names, without_words, written_words
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +184,8 @@ class Facts(tuple):
     def __init__(self, rows=()) -> None:
         self._scorer: Scorer | None = None
         self._vectors: dict[str, tuple[np.ndarray, list[int], np.ndarray]] = {}
+        self._joined: str | None = None
+        self._written_lower: dict[str, bool] = {}
 
     @classmethod
     def of(cls, facts) -> Facts:
@@ -192,6 +195,19 @@ class Facts(tuple):
         if self._scorer is None:
             self._scorer = fact_scorer(self)
         return self._scorer
+
+    def write_lower(self, word: str) -> bool:
+        """Whether any of these facts writes `word` (lower-case) in lower case: a common noun,
+        however a sentence's first word capitalises it. One search of their texts joined, once
+        a word."""
+        found = self._written_lower.get(word)
+        if found is None:
+            if self._joined is None:
+                self._joined = "\n".join(fact_text(f) for f in self)
+            pattern = rf"(?<![\w-]){re.escape(word)}(?![\w-])"
+            found = word in self._joined and re.search(pattern, self._joined) is not None
+            self._written_lower[word] = found
+        return found
 
     def vectors(self, provider: str) -> tuple[np.ndarray, list[int], np.ndarray]:
         """(positions of the facts with a vector stored by `provider`, positions of the
@@ -282,12 +298,19 @@ def _named_only(
     a name is a shared word like any other, and says who or what, not what about. Checked for
     the facts that would otherwise score above 0.49; True where the name carried the pick."""
     out = np.zeros(len(facts), dtype=bool)
-    query_names, query_words, query_lower = names(query), written_words(query), lower_words(query)
+    query_words, query_cased = written_words(query), cased(query)
+    query_names, query_lower = names(query), lower_words(query)
     pairs = []
     for i in np.flatnonzero(scores > 0.49):
         text = fact_text(facts[i])
-        shared = (query_names | names(text)) & query_words & written_words(text)
-        shared -= query_lower | lower_words(text)  # a common noun here
+        if query_cased:
+            shared = (query_names | names(text)) & query_words & written_words(text)
+            shared -= query_lower | lower_words(text)  # a common noun here
+        else:
+            # A question written without capitals tells no name by its case: a word the fact
+            # capitalises (a sentence's first too) is one unless the memory writes it in
+            # lower case somewhere.
+            shared = {w for w in capitalised(text) & query_words if not facts.write_lower(w)}
         if shared:
             pairs.append((int(i), without_words(query, shared), without_words(text, shared)))
     if not pairs:

@@ -310,14 +310,34 @@ _CALENDAR = frozenset(
 
 def names(text: str) -> frozenset[str]:
     """The names a text uses, lower-cased: words capitalised in the middle of a sentence
-    (`Maya`, `ShipFast`, `São`), not acronyms (`CI`, `SKU`: all capitals), not days and months
-    and not a sentence's first word."""
+    (`Maya`, `ShipFast`, `São`), not acronyms (`CI`, `SKU`: all capitals; `PRs`), not days and
+    months and not a sentence's first word."""
     found = set()
     for sentence in _SENTENCE_END.split(text):
         for word in _WRITTEN_WORD.findall(sentence)[1:]:
-            if word[0].isupper() and not word.isupper() and "_" not in word:
+            if _capitalised(word):
                 found.add(word.lower())
     return frozenset(found - _CALENDAR)
+
+
+def capitalised(text: str) -> frozenset[str]:
+    """Every word a text writes capitalised, a sentence's first word too (not acronyms, days,
+    months or function words), lower-cased: the names it may use, for a question whose own
+    case tells none (`cased`)."""
+    found = {word.lower() for word in _WRITTEN_WORD.findall(text) if _capitalised(word)}
+    return frozenset(found - _CALENDAR - STOPWORDS)
+
+
+def _capitalised(word: str) -> bool:
+    """A capital first, not an acronym (`CI`) or its plural (`PRs`), not a code name."""
+    acronym = word.isupper() or (word[-1] == "s" and len(word) > 2 and word[:-1].isupper())
+    return word[0].isupper() and not acronym and "_" not in word
+
+
+def cased(text: str) -> bool:
+    """Whether a text is written with capitals (its first letter is one): only then does its
+    case tell a name from a common noun. "can maya approve it?" does not."""
+    return next((c for c in text if c.isalpha()), "").isupper()
 
 
 def written_words(text: str) -> frozenset[str]:

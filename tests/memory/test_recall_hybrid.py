@@ -133,16 +133,15 @@ def test_a_question_in_lower_case_is_held_to_the_same_rules(evaluations):
     """People type in lower case: then the facts' case tells names (docs/RECALL.md, "The
     hybrid score"). Close-to-work questions in lower case get at most one confident pick over
     the paraphrase set's 72 pairs too (measured one; seven before, every shared name then
-    carrying its pick), off-topic ones nothing; both tiers find as much (main 0.890,
-    paraphrase 0.730). The cost: three main-set facts whose word the memory only ever
-    capitalises move to the second tier (first tier 0.951 / 0.795 -> 0.948 / 0.753)."""
+    carrying its pick), off-topic ones nothing, and the sets score as written (main 0.951 /
+    0.795, both tiers 0.890; paraphrase 0.941 / 0.216, 0.730)."""
     ev = evaluations["hybrid"]
     lower = ev.false_accepts(ev.paraphrase_unrelated_lower)
     assert lower["close_pairs"] == 72 and lower["close_tier1"] <= 1, lower
     assert lower["off_picks"] == 0, lower
     assert ev.false_accepts(ev.unrelated_lower)["close_tier1"] == 0
     assert ev.paraphrases_lower.precision >= 0.9 and ev.paraphrases_lower.both_recall >= 0.7
-    assert ev.main_lower.precision >= 0.94 and ev.main_lower.recall >= 0.74
+    assert ev.main_lower.precision >= 0.94 and ev.main_lower.recall >= 0.79
     assert ev.main_lower.both_recall >= ev.main.both_recall
 
 

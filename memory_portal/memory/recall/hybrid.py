@@ -45,7 +45,7 @@ from ..embeddings import (
     vector_cache,
 )
 from .lexical import RecallTimeout, Scorer, fact_scorer, lexical_scores
-from .text import capitalised, cased, lower_words, names, without_words, written_words
+from .text import capitalised, lower_words, names, without_words, written_words
 
 log = logging.getLogger(__name__)
 
@@ -298,17 +298,17 @@ def _named_only(
     a name is a shared word like any other, and says who or what, not what about. Checked for
     the facts that would otherwise score above 0.49; True where the name carried the pick."""
     out = np.zeros(len(facts), dtype=bool)
-    query_words, query_cased = written_words(query), cased(query)
-    query_names, query_lower = names(query), lower_words(query)
+    query_names, query_words, query_lower = names(query), written_words(query), lower_words(query)
     pairs = []
     for i in np.flatnonzero(scores > 0.49):
         text = fact_text(facts[i])
-        if query_cased:
+        if query_names:
             shared = (query_names | names(text)) & query_words & written_words(text)
             shared -= query_lower | lower_words(text)  # a common noun here
         else:
-            # A question written without capitals tells no name by its case: a word the fact
-            # capitalises (a sentence's first too) is one unless the memory writes it in
+            # A question capitalising no word inside a sentence (typed in lower case, or only
+            # its first letter capitalised, as phones do) tells no name by its case: a word the
+            # fact capitalises, a sentence's first too, is one unless the memory writes it in
             # lower case somewhere.
             shared = {w for w in capitalised(text) & query_words if not facts.write_lower(w)}
         if shared:

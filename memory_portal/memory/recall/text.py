@@ -322,22 +322,20 @@ def names(text: str) -> frozenset[str]:
 
 def capitalised(text: str) -> frozenset[str]:
     """Every word a text writes capitalised, a sentence's first word too (not acronyms, days,
-    months or function words), lower-cased: the names it may use, for a question whose own
-    case tells none (`cased`)."""
+    months, function words or the synonym map's engineering words), lower-cased: the names it
+    may use, for a question whose own case tells none (no `names`)."""
     found = {word.lower() for word in _WRITTEN_WORD.findall(text) if _capitalised(word)}
-    return frozenset(found - _CALENDAR - STOPWORDS)
+    return frozenset(found - _CALENDAR - STOPWORDS - _VOCABULARY)
+
+
+# The engineering words the synonym map knows: subjects, never names ("Production releases…").
+_VOCABULARY = frozenset(word for group in SYNONYMS for word in group)
 
 
 def _capitalised(word: str) -> bool:
     """A capital first, not an acronym (`CI`) or its plural (`PRs`), not a code name."""
     acronym = word.isupper() or (word[-1] == "s" and len(word) > 2 and word[:-1].isupper())
     return word[0].isupper() and not acronym and "_" not in word
-
-
-def cased(text: str) -> bool:
-    """Whether a text is written with capitals (its first letter is one): only then does its
-    case tell a name from a common noun. "can maya approve it?" does not."""
-    return next((c for c in text if c.isalpha()), "").isupper()
 
 
 def written_words(text: str) -> frozenset[str]:

@@ -42,10 +42,17 @@ def test_a_session_is_a_run_of_the_keys_agent_until_the_client_ends_it(mcp_url, 
 
     async def _run_status():
         from asgiref.sync import sync_to_async
+        from django.db import connection
 
-        return await sync_to_async(
-            lambda: list(Run.objects.exclude(pk__in=before).values_list("status", flat=True))
-        )()
+        def statuses():
+            # asgiref's thread outlives the test: its connection must not, or the test
+            # database cannot be dropped at the end of the run ("being accessed by other users").
+            try:
+                return list(Run.objects.exclude(pk__in=before).values_list("status", flat=True))
+            finally:
+                connection.close()
+
+        return await sync_to_async(statuses)()
 
     tools, first, second, running = run_on_loop(go())
     assert tools[0].name == "memory_write" and not first.is_error and not second.is_error

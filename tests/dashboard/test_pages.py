@@ -109,6 +109,25 @@ def test_a_project_card_links_every_page_a_manager_starts_from(world, manager_cl
     assert re.findall(r'href="([^"]+)"', footer) == hrefs
 
 
+def test_every_field_s_help_is_the_one_its_widget_names(world, make_user, manager_client):
+    """The stacked forms (dashboard/form_field.html): each aria-describedby (Django gives a
+    field with help text `<id>_helptext`) names an element of the page, so a screen reader reads
+    the help with the field."""
+    admin = client_for(make_user("root", superuser=True))
+    pages = [
+        (manager_client, reverse("dashboard:connect", args=[world.project.slug])),
+        (manager_client, reverse("dashboard:tokens")),
+        (manager_client, reverse("dashboard:agent", args=[world.project.slug, world.agent.pk])),
+        (admin, reverse("dashboard:import")),
+    ]
+    for client, url in pages:
+        html = client.get(url).content.decode()
+        ids = set(re.findall(r'\sid="([^"]+)"', html))
+        refs = re.findall(r'aria-describedby="([^"]+)"', html)
+        named = [i for ref in refs for i in ref.split()]
+        assert named and set(named) <= ids, (url, set(named) - ids)
+
+
 def test_projects_empty_state(make_user, client):
     client.force_login(make_user("loner"))
     assert b"not a member of any project" in client.get(reverse("dashboard:projects")).content

@@ -26,7 +26,6 @@ own cosine scale and would need its own calibration.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,7 +44,7 @@ from ..embeddings import (
     vector_cache,
 )
 from .lexical import RecallTimeout, Scorer, fact_scorer, lexical_scores
-from .text import capitalised, lower_words, names, without_words, written_words
+from .text import capitalised, lower_words, names, without_words, writes_lower, written_words
 
 log = logging.getLogger(__name__)
 
@@ -198,15 +197,13 @@ class Facts(tuple):
 
     def write_lower(self, word: str) -> bool:
         """Whether any of these facts writes `word` (lower-case) in lower case: a common noun,
-        however a sentence's first word capitalises it. One search of their texts joined, once
-        a word."""
+        however a sentence's first word capitalises it. Searched once a word, in their texts
+        joined once."""
         found = self._written_lower.get(word)
         if found is None:
             if self._joined is None:
                 self._joined = "\n".join(fact_text(f) for f in self)
-            pattern = rf"(?<![\w-]){re.escape(word)}(?![\w-])"
-            found = word in self._joined and re.search(pattern, self._joined) is not None
-            self._written_lower[word] = found
+            found = self._written_lower[word] = writes_lower(self._joined, word)
         return found
 
     def vectors(self, provider: str) -> tuple[np.ndarray, list[int], np.ndarray]:

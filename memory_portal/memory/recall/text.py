@@ -338,6 +338,13 @@ def _capitalised(word: str) -> bool:
     return word[0].isupper() and not acronym and "_" not in word
 
 
+def writes_lower(text: str, word: str) -> bool:
+    """Whether `text` writes `word` (lower-case) in lower case, as a word of its own: searched,
+    not split into words, for a memory's texts joined (`lower_words` of each would cost ~10 ms
+    per 1,000 facts)."""
+    return word in text and re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+
+
 def written_words(text: str) -> frozenset[str]:
     return frozenset(word.lower() for word in _WRITTEN_WORD.findall(text))
 

@@ -104,11 +104,13 @@ def logged_in(base: str, username: str, password: str) -> requests.Session:
     return session
 
 
-def _fuzz_target(base, session, target: Target, found: Found, *, until: float, examples: int):
+def _fuzz_target(
+    base, session, target: Target, found: Found, *, until: float, examples: int, rng_seed: int
+):
     """Random values for one page's query string or one form's fields, with htmx or without."""
     size = len(target.fields)
 
-    @seed(20261130)
+    @seed(rng_seed)
     @settings(
         max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
@@ -133,7 +135,9 @@ def _fuzz_target(base, session, target: Target, found: Found, *, until: float, e
     one()
 
 
-def fuzz_forms(base: str, seeded: dict, password: str, *, seconds: float, examples: int) -> Found:
+def fuzz_forms(
+    base: str, seeded: dict, password: str, *, seconds: float, examples: int, rng_seed: int
+) -> Found:
     found = Found()
     session = logged_in(base, seeded["username"], password)
     deadline = time.monotonic() + seconds
@@ -142,12 +146,14 @@ def fuzz_forms(base: str, seeded: dict, password: str, *, seconds: float, exampl
 
     for target in plan:
         until = min(deadline, time.monotonic() + per_target)
-        _fuzz_target(base, session, target, found, until=until, examples=examples)
+        _fuzz_target(
+            base, session, target, found, until=until, examples=examples, rng_seed=rng_seed
+        )
 
     # The login form, from a fresh client each time (the throttle answers 429 soon: fine).
     login = Target("POST", "/login/", ["username", "password"])
 
-    @seed(20261130)
+    @seed(rng_seed)
     @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(username=value(), password=value())

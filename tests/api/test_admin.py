@@ -60,8 +60,10 @@ def test_memory_page_takes_the_notes_tables_filters(api, tokens, world):
 
     # A value outside a filter's choices is a 400 naming the filter, for fixed and
     # project-bound choices alike; nothing else is read.
+    # A date is written YYYY-MM-DD: a number is no date (lax parsing read `0` as 1970-01-01).
     for query, field in (("trust=trusted", "trust"), ("agent=agt_nobody", "agent"),
-                         ("created_from=yesterday", "created_from")):  # fmt: skip
+                         ("created_from=yesterday", "created_from"), ("day=0", "day"),
+                         ("created_to=1700000000", "created_to")):  # fmt: skip
         response = api.get(f"{BASE}/memory?{query}", tokens.manager)
         assert response.status_code == 400, query
         error = response.json()["error"]

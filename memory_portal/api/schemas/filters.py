@@ -14,13 +14,15 @@ from pydantic import Field, create_model
 
 from memory_portal.memory.selectors import NoteFilter
 
+from .inputs import QueryDate
+
 # A free-text filter (text, run, tag, agent, application) is at most this long.
 FILTER_TEXT_MAX = 200
 
 
 def _annotation(filter_: django_filters.Filter) -> Any:
     if isinstance(filter_, django_filters.DateFilter):
-        return Date | None
+        return QueryDate | None
     choices = filter_.extra.get("choices")
     if isinstance(filter_, django_filters.ChoiceFilter) and isinstance(choices, list | tuple):
         values = tuple(str(value) for value, _ in choices)

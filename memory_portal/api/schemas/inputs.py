@@ -8,10 +8,11 @@ from collections.abc import Callable
 from datetime import date as Date
 from datetime import datetime
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from ninja import Schema
 from pydantic import (
+    BeforeValidator,
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
@@ -67,6 +68,18 @@ _ISO_DATE = re.compile(r"\d{4}-\d\d-\d\d")
 def _iso(value: Any) -> bool:
     return isinstance(value, str) and _ISO_DATE.match(value) is not None
 
+
+def _written_date(value: Any) -> Any:
+    """A query parameter's date as people write one: lax parsing would take `0` or
+    `1700000000` for a date (a Unix time)."""
+    if isinstance(value, str) and not _iso(value):
+        raise PydanticCustomError("date_invalid", "must be a date (YYYY-MM-DD)")
+    return value
+
+
+# A date in a query string (every parameter is a string there; a JSON body's dates are
+# checked by `Strict`).
+QueryDate = Annotated[Date, BeforeValidator(_written_date)]
 
 _JSON_KINDS: dict[Any, tuple[str, Callable[[Any], bool]]] = {
     bool: ("true or false", lambda v: isinstance(v, bool)),

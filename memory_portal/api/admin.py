@@ -13,6 +13,7 @@ from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.services.revert import run_revert_latest
+from memory_portal.memory.validation import SLUG_MAX, SLUG_PATTERN
 
 from . import schemas as s
 from .auth import person
@@ -448,7 +449,9 @@ def project_export(request, project_id: str):
 class ImportQuery(Schema):
     project: str | None = Field(
         None,
-        pattern=r"^[-a-zA-Z0-9_]{1,64}$",
+        min_length=1,
+        max_length=SLUG_MAX,
+        pattern=SLUG_PATTERN,
         description="import into this project instead of the one the file names (ids remapped)",
     )
 

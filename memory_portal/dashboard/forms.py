@@ -3,14 +3,13 @@ check only that the input is there; the services judge it."""
 
 from __future__ import annotations
 
-import re
-
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
 from memory_portal.memory import services
 from memory_portal.memory.ids import is_public_id
 from memory_portal.memory.models import Stage
+from memory_portal.memory.validation import SLUG_CHARS, SLUG_MAX
 
 from . import throttling
 
@@ -210,15 +209,13 @@ class ImportForm(forms.Form):
         label="Export file (.jsonl)",
         help_text="A file written by Download export, memory_export or the admin API.",
     )
-    PROJECT_ID = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
-
     project = forms.RegexField(
         label="Into project (optional)",
-        regex=PROJECT_ID,
+        regex=rf"\A{SLUG_CHARS.pattern}\Z",
         required=False,
         strip=True,
-        max_length=64,
-        error_messages={"invalid": "A project id: letters, digits, - and _, at most 64."},
+        max_length=SLUG_MAX,
+        error_messages={"invalid": f"A project id: letters, digits, - and _, at most {SLUG_MAX}."},
         help_text="Empty: the project the file names, its ids kept (a restore). Another id "
         "makes a copy with new ids; a project of that id is created if there is none.",
     )

@@ -55,6 +55,17 @@ def content_key(text: str) -> str:
 
 NAME_MAX = 200  # the name of a project, an application or an agent
 SLUG_MAX = 64
+# The id of a project, an application or a repository (Django's slug), as URLs, tokens and
+# export files name them: these characters, 1 to SLUG_MAX of them. The services check it
+# (`services/projects.py`); the API's schemas and the export format document it as a pattern.
+SLUG_CHARS = re.compile(r"[-a-zA-Z0-9_]+")
+SLUG_PATTERN = f"^{SLUG_CHARS.pattern}$"
+
+
+def is_slug(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= SLUG_MAX and bool(SLUG_CHARS.fullmatch(value))
+
+
 PATH_MAX = 1000  # a repository's path on the server
 
 

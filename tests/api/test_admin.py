@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from memory_portal.memory import services
 from memory_portal.memory.models import AuditEvent, MemorySetting, Note, Run
+from memory_portal.memory.validation import SLUG_MAX, SLUG_PATTERN
 
 from .conftest import error_code
 
@@ -147,6 +149,30 @@ def test_unknown_state_and_foreign_note(api, tokens, world, make_user):
     n = note(world)
     bad = api.call("PATCH", f"{BASE}/memory/{n.id}", tokens.manager, {"state": "reviewed"})
     assert bad.status_code == 400 and bad.json()["error"]["field"] == "state"
+
+
+def test_a_slug_id_is_documented_and_checked_by_one_rule(api, client, world, make_user):
+    """Projects', applications' and repositories' ids: the OpenAPI document gives the pattern
+    the service checks, and a refusal says what a slug may hold."""
+    admin = services.token_create(actor=None, user=make_user("root", superuser=True))[1]
+    document = client.get("/api/openapi.json").json()["components"]["schemas"]
+    for schema in ("ProjectIn", "ApplicationIn", "RepositoryIn"):
+        id_field = document[schema]["properties"]["id"]
+        assert (id_field["pattern"], id_field["minLength"], id_field["maxLength"]) == (
+            SLUG_PATTERN,
+            1,
+            SLUG_MAX,
+        ), schema
+    for bad in ("bad slug!", "tab\there", "trailing\n", "é"):
+        for url, body in (("/api/admin/projects", {"name": "N"}),
+                          (f"{BASE}/applications", {"name": "N"}),
+                          ("/api/admin/repositories", {"path": "/tmp"})):  # fmt: skip
+            response = api.post(url, admin, {"id": bad, **body})
+            assert response.status_code == 400, (url, bad)
+            error = response.json()["error"]
+            assert error["code"] == "memory_invalid", (url, bad)
+            assert "letters, digits, - and _" in error["message"], (url, bad, error)
+    assert re.fullmatch(SLUG_PATTERN, "billing-svc_2") and not re.search(SLUG_PATTERN, "a b")
 
 
 def test_orchestration_lifecycle(api, tokens, world, make_user, tmp_path):

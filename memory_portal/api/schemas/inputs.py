@@ -32,6 +32,7 @@ from memory_portal.memory.validation import (
     RECALL_QUERY_MAX,
     SCRATCHPAD_TEXT_MAX,
     SLUG_MAX,
+    SLUG_PATTERN,
     SUMMARY_MAX,
     TAG_MAX,
     TAGS_MAX,
@@ -124,6 +125,19 @@ class Strict(Schema):
     def _exact_and_storable(cls, value: Any, info: ValidationInfo) -> Any:
         _exact_json(value, cls.model_fields[info.field_name].annotation)
         return _storable(value)
+
+
+# The id of a project, an application or a repository. Its pattern is documented here and
+# checked by the service (services/projects.py), whose refusal says what a slug may hold.
+SlugId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=SLUG_MAX,
+        description="A slug: letters, digits, - and _.",
+        json_schema_extra={"pattern": SLUG_PATTERN},
+    ),
+]
 
 
 # --- Agent tools ------------------------------------------------------------------------------
@@ -311,7 +325,7 @@ class StateIn(Strict):
 
 
 class ProjectIn(Strict):
-    id: str = Field(max_length=SLUG_MAX, description="A slug: letters, digits, - and _.")
+    id: SlugId
     name: str = Field("", max_length=NAME_MAX, description="Display name (default: the id).")
 
 
@@ -321,12 +335,12 @@ class MemberIn(Strict):
 
 
 class ApplicationIn(Strict):
-    id: str = Field(max_length=SLUG_MAX, description="A slug: letters, digits, - and _.")
+    id: SlugId
     name: str = Field("", max_length=NAME_MAX, description="Display name (default: the id).")
 
 
 class RepositoryIn(Strict):
-    id: str = Field(max_length=SLUG_MAX, description="A slug: letters, digits, - and _.")
+    id: SlugId
     path: str = Field(
         min_length=1, max_length=PATH_MAX, description="The git repository's path on the server."
     )

@@ -19,6 +19,7 @@ from memory_portal.failures import INTERNAL_ERROR
 from memory_portal.memory.access import require_administrator
 from memory_portal.memory.errors import MemoryPortalError, retryable
 from memory_portal.memory.portability import ImportInvalid, ImportJob, decoded_lines
+from memory_portal.memory.validation import is_slug
 
 from ..forms import ImportForm
 from .base import actor_of, person_view
@@ -106,7 +107,7 @@ def _imported(report) -> dict:
 def import_page(request):
     _administrator(request)
     wanted = request.GET.get("project", "")  # Settings' "Import a file into this project"
-    initial = {"project": wanted if ImportForm.PROJECT_ID.fullmatch(wanted) else ""}
+    initial = {"project": wanted if is_slug(wanted) else ""}
     return render(request, PAGE, {"form": ImportForm(initial=initial)})
 
 

@@ -10,14 +10,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..models import Kind, Role, Scope, Stage, Status, Target, Trust
-from ..validation import ARCHIVE_REASON_MAX, DAY_ROW_MAX, SUMMARY_MAX
+from ..validation import ARCHIVE_REASON_MAX, DAY_ROW_MAX, SLUG_MAX, SLUG_PATTERN, SUMMARY_MAX
 
 FORMAT = "memory-portal/export"
 VERSION = 1
 ID = Annotated[str, Field(min_length=5, max_length=40, pattern=r"^[a-z]{3}_[0-9a-z]{1,36}$")]
 # An id or nothing (an event without a recovery record): remapped like an id when present.
 ID_OR_EMPTY = Annotated[str, Field(max_length=40, pattern=r"^([a-z]{3}_[0-9a-z]{1,36})?$")]
-SLUG = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")]
+SLUG = Annotated[str, Field(min_length=1, max_length=SLUG_MAX, pattern=SLUG_PATTERN)]
 
 
 class Line(BaseModel):

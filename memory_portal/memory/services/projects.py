@@ -33,21 +33,16 @@ from ..models import (
     StartRecall,
     Status,
 )
-from ..validation import PATH_MAX, SLUG_MAX, gate, require_name
+from ..validation import PATH_MAX, SLUG_CHARS, SLUG_MAX, gate, require_name
 from ._common import audit, audit_event
 from .change import project_change
 
 
 def _slug(field: str, value: object) -> str:
-    from django.core.exceptions import ValidationError
-    from django.core.validators import validate_slug
-
     if not isinstance(value, str) or not value or len(value) > SLUG_MAX:
         raise invalid(field, f"{field} must be a slug of 1–{SLUG_MAX} characters.")
-    try:
-        validate_slug(value)
-    except ValidationError as exc:
-        raise invalid(field, f"{field} may hold letters, digits, - and _ only.") from exc
+    if SLUG_CHARS.fullmatch(value) is None:
+        raise invalid(field, f"{field} may hold letters, digits, - and _ only.")
     return value
 
 

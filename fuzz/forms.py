@@ -24,6 +24,8 @@ TEXT = st.one_of(
     st.builds(lambda n: "x" * n, st.integers(min_value=1_000, max_value=120_000)),
 )
 RAW = st.binary(max_size=60)  # percent-encoded as is: often not UTF-8 at all
+# The longest response header a proxy in front passes: nginx's default buffer is 4 KB or 8 KB.
+HEADER_MAX = 4096
 
 
 @st.composite
@@ -46,11 +48,20 @@ class Found:
     failures: dict[str, str] = field(default_factory=dict)
     requests: int = 0
 
-    def record(self, target: Target, body: str, response: requests.Response) -> None:
+    def record(self, target: Target, body: str, response: requests.Response | Exception) -> None:
+        """A 5xx, an answer the client could not read, or a header past what a proxy passes
+        (nginx's default buffer: HEADER_MAX bytes) is a failure."""
         self.requests += 1
-        if response.status_code >= 500:
-            key = f"{target.method} {re.sub(r'(mem|agt|run|rec)_[0-9a-z]+', r'\1_…', target.path)}"
-            self.failures.setdefault(key, f"{response.status_code} for {body[:160]!r}")
+        if isinstance(response, Exception):
+            failure = f"no readable answer ({type(response).__name__}: {str(response)[:120]})"
+        elif response.status_code >= 500:
+            failure = str(response.status_code)
+        elif (size := max((len(v) for v in response.headers.values()), default=0)) > HEADER_MAX:
+            failure = f"a response header of {size:,} bytes"
+        else:
+            return
+        key = f"{target.method} {re.sub(r'(mem|agt|run|rec)_[0-9a-z]+', r'\1_…', target.path)}"
+        self.failures.setdefault(key, f"{failure} for {body[:160]!r}")
 
 
 def targets(seeded: dict) -> list[Target]:
@@ -122,14 +133,17 @@ def _fuzz_target(
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
         if htmx:
             headers["HX-Request"] = "true"
-        if target.method == "GET":
-            response = session.get(f"{base}{target.path}?{pairs}", headers=headers, timeout=60)
-        else:
-            body = f"csrfmiddlewaretoken={session.cookies.get('csrftoken', '')}&{pairs}"
-            response = session.post(
-                f"{base}{target.path}", data=body, headers=headers, timeout=60,
-                allow_redirects=False,
-            )  # fmt: skip
+        try:
+            if target.method == "GET":
+                response = session.get(f"{base}{target.path}?{pairs}", headers=headers, timeout=60)
+            else:
+                body = f"csrfmiddlewaretoken={session.cookies.get('csrftoken', '')}&{pairs}"
+                response = session.post(
+                    f"{base}{target.path}", data=body, headers=headers, timeout=60,
+                    allow_redirects=False,
+                )  # fmt: skip
+        except requests.RequestException as exc:
+            response = exc
         found.record(target, pairs, response)
 
     one()

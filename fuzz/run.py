@@ -6,7 +6,8 @@ when DATABASE_URL names a PostgreSQL server, a new database there that is droppe
    phases), first with an agent run's token on /api/tools and /api/v1, then with a superuser's
    token on /api/admin and /api/v1; checks: no 5xx, documented status codes, content types and
    response schemas, and that invalid input is refused.
-2. hypothesis on the dashboard's pages and forms and on the login form (fuzz/forms.py).
+2. hypothesis on the dashboard's pages and forms and on the login form (fuzz/forms.py): no
+   5xx, no answer the client cannot read, no response header over 4 KB.
 3. the server's log, searched for tracebacks.
 
 Bounded in time: FUZZ_SECONDS (default 240) is shared between the three fuzzers; FUZZ_EXAMPLES

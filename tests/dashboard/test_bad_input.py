@@ -12,6 +12,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
+from memory_portal.dashboard.views.base import SHOWN_MAX
 from memory_portal.memory.models import AuditEvent, Note
 
 from .conftest import HTMX, save_fact, write_notes
@@ -80,6 +81,27 @@ def test_a_bulk_action_with_a_malformed_id_is_refused_and_changes_nothing(
     assert AuditEvent.objects.count() == before
 
 
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_refusal_quoting_a_huge_value_stays_short(world, manager_client, htmx):
+    """Django's choice error quotes the value sent; the toast (a response header) and the
+    message show at most SHOWN_MAX characters of it (`make fuzz` met a 64 KB HX-Trigger)."""
+    notes = write_notes(world, 1)
+    response = manager_client.post(
+        reverse("dashboard:notes-bulk", args=[SLUG]),
+        {"action": "x" * 70_000, "ids": [notes[0].pk]},
+        **(HTMX if htmx else {}),
+    )
+    if htmx:
+        assert response.status_code == 200 and len(response["HX-Trigger"]) < 1000
+        message = json.loads(response["HX-Trigger"])["toast"]["message"]
+    else:
+        assert response.status_code == 302
+        message = " ".join(str(m) for m in get_messages(response.wsgi_request))
+    assert message.startswith("Select a valid choice.") and len(message) == SHOWN_MAX
+    assert message.endswith("…")
+    assert Note.objects.get(pk=notes[0].pk).status == "active"
+
+
 # --- The log-in form ------------------------------------------------------------------------------
 
 
@@ -116,7 +138,8 @@ def test_the_agent_fact_form_refuses_what_is_not_text(world, manager_client):
 
 
 @pytest.mark.parametrize(
-    "next_url", ["471", "\\", "logout", "login", "//evil.example/", "http://x/"]
+    "next_url",
+    ["471", "\\", "logout", "login", "//evil.example/", "http://x/", "/p/" + "x" * 3000],
 )
 def test_a_next_that_is_not_a_path_returns_to_the_project_page(world, manager_client, next_url):
     """`next` must be a path on this site: a bare word is not resolved as a URL name."""

@@ -28,6 +28,10 @@ from ..forms import ThrottledAuthenticationForm
 from ..tables import NoteTable, paginate
 
 NOT_FOUND_CODES = {"not_found", "memory_not_found", "memory_recovery_not_found"}
+# What a toast (an HX-Trigger header) or a message repeats of a refusal, at most: a form's
+# error can quote the value sent ("Select a valid choice. … is not one of the available
+# choices."), and a header of 64 KB is one that clients and proxies refuse.
+SHOWN_MAX = 600  # a bulk action's toast names up to five refusals
 SECTION_KEYS = [section.key for section in selectors.REVIEW_SECTIONS]
 MEMORY_PAGE = "dashboard/project_memory.html"
 
@@ -164,7 +168,8 @@ def back_to(request, slug: str) -> str:
 
 
 def safe_next(request) -> str:
-    """The request's `next` when it is a path on this site, else ''."""
+    """The request's `next` when it is a path on this site, else '' (Django's check refuses
+    one over 2,048 characters too)."""
     candidate = request.POST.get("next") or request.GET.get("next") or ""
     if candidate.startswith("/") and url_has_allowed_host_and_scheme(
         candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -173,9 +178,14 @@ def safe_next(request) -> str:
     return ""
 
 
+def shown(text: str) -> str:
+    """`text` as a toast or a message shows it: at most SHOWN_MAX characters."""
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 1] + "…"
+
+
 def toast(response: HttpResponse, level: str, message: str, hint: str = "") -> HttpResponse:
     return trigger_client_event(
-        response, "toast", {"level": level, "message": message, "hint": hint}
+        response, "toast", {"level": level, "message": shown(message), "hint": shown(hint)}
     )
 
 
@@ -193,7 +203,7 @@ def refusal(request, why: MemoryPortalError | str, *, to: str) -> HttpResponse:
     message, hint = (why.message, why.hint) if isinstance(why, MemoryPortalError) else (why, "")
     if request.htmx:
         return error_toast(message, hint or "")
-    messages.error(request, f"{message} {hint}".strip() if hint else message)
+    messages.error(request, shown(f"{message} {hint}".strip() if hint else message))
     return redirect(to)
 
 
@@ -253,7 +263,7 @@ def rows_response(
     context["rows"] = note_rows(request, access, note_ids)
     response = render(request, f"{MEMORY_PAGE}#row_response", context)
     return trigger_client_event(
-        response, "toast", {"level": "success", "message": message, "hint": "", "undo": undo}
+        response, "toast", {"level": "success", "message": shown(message), "hint": "", "undo": undo}
     )
 
 

@@ -61,8 +61,9 @@ def snippets(base_url: str, key: str) -> list[Snippet]:
         Snippet(
             "claude-desktop",
             "Claude Desktop",
-            "claude_desktop_config.json — it launches `memory mcp` (pip install memory-portal; "
-            "give the full path of `memory` if it is not on PATH)",
+            "claude_desktop_config.json — it launches `memory mcp`, which comes with Memory "
+            "Portal (`.venv/bin/memory` in a checkout after `make run`, or `pip install -e .` "
+            "in one); give its full path if it is not on PATH",
             _json({"mcpServers": {SERVER: stdio}}),
         ),
         Snippet(

@@ -8,7 +8,7 @@ from django.contrib.auth.forms import AuthenticationForm
 
 from memory_portal.memory import services
 from memory_portal.memory.ids import is_public_id
-from memory_portal.memory.models import Stage
+from memory_portal.memory.models import Stage, stage_is_eligible
 from memory_portal.memory.validation import SLUG_CHARS, SLUG_MAX
 
 from . import throttling
@@ -133,15 +133,36 @@ class LiftForm(forms.Form):
     line = forms.IntegerField(min_value=0)
 
 
+def reach(*, eligible: bool, reviewer: bool) -> str:
+    """What an agent gets of memory, said beside its stage where it is less than every tool:
+    a key for an agent of a stage not offered memory connects to nothing."""
+    if not eligible:
+        return "no memory tools"
+    return "reads reviewed notes only" if reviewer else ""
+
+
+def stage_choices(*, pick: bool = False) -> list[tuple[str, str]]:
+    """The stages, each saying what its agents get (`reach`); `pick` puts "Pick a stage…"
+    first, so a new agent's stage is chosen, not taken by default."""
+    choices = []
+    for value, label in Stage.choices:
+        said = reach(eligible=stage_is_eligible(value), reviewer=value == Stage.REVIEW)
+        choices.append((value, f"{label} — {said}" if said else label))
+    return [("", "Pick a stage…"), *choices] if pick else choices
+
+
+def agent_choice(agent) -> tuple[str, str]:
+    said = reach(eligible=agent.is_eligible, reviewer=agent.is_reviewer)
+    return agent.pk, f"{agent.name} ({agent.stage}{' — ' + said if said else ''})"
+
+
 class ConnectForm(forms.Form):
     """The Connect page: an agent of the project (or a new one, named with its stage) and the
     label of the key to create for it."""
 
     agent = forms.ChoiceField(label="Agent", choices=())
     name = forms.CharField(label="New agent's name", max_length=200, required=False, strip=True)
-    stage = forms.ChoiceField(
-        label="Its stage", choices=Stage.choices, initial=Stage.IMPLEMENT, required=False
-    )
+    stage = forms.ChoiceField(label="Its stage", choices=(), required=False)
     application = forms.ChoiceField(label="Its application", choices=(), required=False)
     label = forms.CharField(
         label="Where the key is used",
@@ -156,7 +177,8 @@ class ConnectForm(forms.Form):
     def __init__(self, *args, agents=(), applications=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["application"].choices = application_choices(applications)
-        choices = [(a.pk, f"{a.name} ({a.stage})") for a in agents]
+        self.fields["stage"].choices = stage_choices(pick=True)
+        choices = [agent_choice(a) for a in agents]
         self.fields["agent"].choices = [*choices, (self.NEW, "A new agent…")]
         if not choices:
             self.initial.setdefault("agent", self.NEW)
@@ -177,12 +199,13 @@ def application_choices(applications) -> list[tuple[str, str]]:
 
 class AgentForm(forms.Form):
     name = forms.CharField(label="Name", max_length=200, strip=True)
-    stage = forms.ChoiceField(label="Stage", choices=Stage.choices, initial=Stage.IMPLEMENT)
+    stage = forms.ChoiceField(label="Stage", choices=())
     application = forms.ChoiceField(label="Application", choices=(), required=False)
 
     def __init__(self, *args, applications=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["application"].choices = application_choices(applications)
+        self.fields["stage"].choices = stage_choices(pick=True)
 
 
 class TokenForm(forms.Form):

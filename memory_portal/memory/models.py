@@ -120,6 +120,11 @@ class RepositoryLink(models.Model):
         return f"{self.application_id}:{self.repository_id}@{self.revision[:10]}"
 
 
+def stage_is_eligible(stage: str) -> bool:
+    """Whether agents of `stage` are offered memory tools (SPEC §2.1; `MEMORY_ELIGIBLE_STAGES`)."""
+    return stage in settings.MEMORY_PORTAL["ELIGIBLE_STAGES"]
+
+
 class Agent(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_agent_id, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agents")
@@ -146,7 +151,7 @@ class Agent(models.Model):
 
     @property
     def is_eligible(self) -> bool:
-        return self.stage in settings.MEMORY_PORTAL["ELIGIBLE_STAGES"]
+        return stage_is_eligible(self.stage)
 
 
 class AgentKey(models.Model):

@@ -30,6 +30,7 @@ def test_connect_an_agent_from_the_browser(open_page, world, width):
     view.page.get_by_label("Agent", exact=True).select_option("new")
     expect(name).to_be_focused()
     name.fill("Ana's Cursor agent")
+    view.page.get_by_label("Its stage").select_option("understand")
     view.page.get_by_label("Where the key is used").fill("Ana's Cursor")
     view.screenshot(f"connect-form-{width}")
     assert not axe_violations(view.page)

@@ -31,7 +31,7 @@ def test_a_manager_connects_a_new_agent_and_gets_its_configuration(world, manage
     page = manager_client.get(CONNECT)
     assert page.status_code == 200 and 'name="label"' in page.content.decode()
     response = manager_client.post(
-        CONNECT, {"agent": "new", "name": "Ana's Cursor agent", "stage": "implement",
+        CONNECT, {"agent": "new", "name": "Ana's Cursor agent", "stage": "understand",
                   "label": "Ana's Cursor"}  # fmt: skip
     )
     assert response.status_code == 201 and response["Cache-Control"] == "no-store"
@@ -40,6 +40,7 @@ def test_a_manager_connects_a_new_agent_and_gets_its_configuration(world, manage
     agent = Agent.objects.get(name="Ana's Cursor agent")
     key = AgentKey.objects.get(agent=agent)
     assert key.label == "Ana's Cursor" and secret.startswith("mpk_")
+    assert agent.stage == "understand" and "connects to no memory tools" not in body
 
     cursor = json.loads(_snippet(body, "cursor"))
     server = cursor["mcpServers"]["memory-portal"]
@@ -83,6 +84,42 @@ def test_an_existing_agent_is_picked_and_a_bad_form_says_why(world, manager_clie
     refused = manager_client.post(CONNECT, {"agent": "new", "name": "", "label": "x"})
     assert refused.status_code == 400 and "Name the new agent." in refused.content.decode()
     assert AgentKey.objects.count() == 1
+
+
+def test_a_stage_without_memory_is_never_taken_by_default_and_its_key_says_so(
+    world, manager_client, settings
+):
+    """A key for an agent of a stage not offered memory connects to nothing: the form has no
+    default stage, says which stages get no memory tools, and the key's card warns."""
+    page = manager_client.get(CONNECT).content.decode()
+    assert '<option value="" selected>Pick a stage…</option>' in page
+    assert '<option value="implement">Implement — no memory tools</option>' in page
+    assert '<option value="review">Review — reads reviewed notes only</option>' in page
+    assert '<option value="understand">Understand</option>' in page
+    refused = manager_client.post(CONNECT, {"agent": "new", "name": "Coder", "label": "x"})
+    assert refused.status_code == 400
+    assert "Pick the new agent's stage." in html.unescape(refused.content.decode())
+    assert not Agent.objects.filter(name="Coder").exists()
+
+    made = manager_client.post(
+        CONNECT, {"agent": "new", "name": "Coder", "stage": "implement", "label": "x"}
+    ).content.decode()
+    assert "This key connects to no memory tools." in made and "memory_not_eligible" in made
+    coder = Agent.objects.get(name="Coder")
+    # The agent list says so too, and the stage list follows MEMORY_ELIGIBLE_STAGES.
+    assert f'<option value="{coder.pk}">Coder (implement — no memory tools)</option>' in made
+    assert f'<option value="{world.agent.pk}">Runtime helper (runtime)</option>' in made
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "ELIGIBLE_STAGES": ["implement"]}
+    page = manager_client.get(CONNECT).content.decode()
+    assert '<option value="implement">Implement</option>' in page
+    assert "Runtime helper (runtime — no memory tools)" in page
+
+
+def test_a_key_made_while_memory_is_off_says_so(world, manager_client):
+    services.memory_disable(actor=world.as_manager, project=world.project)
+    body = manager_client.post(CONNECT, {"agent": world.agent.pk, "label": "CI"}).content.decode()
+    assert "Memory is off for" in body and "memory_disabled" in body
+    assert "connects to no memory tools" not in body
 
 
 def test_members_cannot_create_keys(world, member_client, outsider_client):

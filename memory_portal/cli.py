@@ -6,7 +6,7 @@
     memory archive mem_… --reason TEXT
     memory unarchive mem_…
     memory recall [--query TEXT] [--agent agt_…] [--start]
-    memory mcp       (a stdio MCP server forwarding to the portal's /mcp; run tokens)
+    memory mcp       (stdio MCP forwarding to the portal's /mcp; a run token or an agent key)
 
 MEMORY_PORTAL_URL and MEMORY_PORTAL_TOKEN say where and who. Output is a readable table;
 `--json` prints the API's JSON. An API error prints `code: message (hint)` and exits 1.
@@ -230,7 +230,9 @@ def parser() -> argparse.ArgumentParser:
     unarchive = command("unarchive", help="bring an archived memory back")
     unarchive.add_argument("id")
 
-    command("mcp", help="serve the memory tools over MCP on stdin/stdout (run tokens)")
+    command(
+        "mcp", help="serve the memory tools over MCP on stdin/stdout (a run token or an agent key)"
+    )
 
     recall = command("recall", help="show what a recall picks, with scores")
     recall.add_argument("--query", help="what to recall for (the current task)")

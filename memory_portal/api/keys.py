@@ -1,13 +1,15 @@
 """`POST /api/runs`: an agent key starts a run of its agent and gets the run's token (SPEC
-§3.4a), for scripts and frameworks that want one run per task. The other place a key is taken
-is `/mcp` (api/mcp_server.py); everywhere else it is a 401 naming these two."""
+§3.4a), for scripts and frameworks that want one run per task; `PATCH /api/runs/{runId}`: such
+a run reports its step and its end with its own token (the key's holder is its orchestrator).
+The other place a key is taken is `/mcp` (api/mcp_server.py); everywhere else it is a 401
+naming these two."""
 
 from __future__ import annotations
 
 from ninja import Router
 from ninja.responses import Status
 
-from memory_portal.memory import services
+from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import AgentKey
 from memory_portal.memory.tokens import is_agent_key, key_authenticate
@@ -64,3 +66,21 @@ def run_start(request, body: s.RunStartIn):
             "scopes": ["read", "write"],
         },
     )
+
+
+@router.patch(
+    "/{run_id}",
+    auth=BearerAuth(),
+    response=responses({204: None}),
+    url_name="runs-report",
+    summary="Report a run's step or end, with its own token",
+)
+def run_report(request, run_id: str, body: s.RunStatusIn):
+    """A run started with an agent key (above) reports the step it is in and its end with its
+    own run token, as an orchestrator does with a manager's token: `status` `succeeded` or
+    `failed` finishes it, and the token stops working at once (a manager may still correct
+    the final status). A run a manager started is refused (`memory_forbidden`): its
+    orchestrator reports on it. Not counted against the run's call budget."""
+    run = selectors.own_run(actor=request.auth, run_id=run_id)
+    services.run_update(actor=request.auth, run=run, status=body.status, step=body.step)
+    return Status(204, None)

@@ -77,7 +77,9 @@ def snippets(base_url: str, key: str) -> list[Snippet]:
         Snippet(
             "curl",
             "A run per task (scripts)",
-            "POST /api/runs answers a run token for the tools and v1 routes",
+            "POST /api/runs answers the run's id and token, for the tools and v1 routes; "
+            'when the task is done, PATCH /api/runs/<id> with that token and {"status": '
+            '"succeeded"} (or "failed") finishes the run',
             f"curl -fsS -X POST {shlex.quote(base + '/api/runs')} \\\n"
             f"  -H {shlex.quote('Authorization: ' + bearer)} \\\n"
             "  -H 'Content-Type: application/json' \\\n"

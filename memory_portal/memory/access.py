@@ -12,6 +12,7 @@ from .models import (
     MemorySetting,
     Project,
     Role,
+    Run,
     Status,
     Trust,
 )
@@ -110,6 +111,29 @@ def require_manager(actor: Actor, project: Project) -> None:
             "memory_forbidden",
             f"Managing memory of {project.slug} needs the manager role.",
             hint="Ask a project manager.",
+        )
+    require_writer(actor)
+
+
+def require_run_reporter(actor: Actor, run: Run) -> None:
+    """Who reports a run's step and its end: a project manager (the orchestrator), or the
+    run's own token when an agent key started it (`POST /api/runs`: the key's holder is its
+    orchestrator). An agent never reports on another run, nor on one a manager started."""
+    if actor.is_person:
+        require_manager(actor, run.project)
+        return
+    if actor.run.pk != run.pk:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            "A run's token reports on its own run only.",
+            hint="Report on a run with its own token.",
+        )
+    if run.agent_key_id is None:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            f"Run {run.pk} was started by an orchestrator: it reports the run's step and end.",
+            hint="A run's own token reports on it only when an agent key started it "
+            "(POST /api/runs).",
         )
     require_writer(actor)
 

@@ -83,6 +83,48 @@ def test_a_key_starts_runs_of_its_agent(api, world, key):
     assert error_code(response) == "memory_invalid"
 
 
+def test_a_run_a_key_started_reports_its_step_and_end_with_its_own_token(
+    api, tokens, world, key
+):
+    """The key's holder is the run's orchestrator: the run token sets the step and finishes
+    the run (then stops working); it reaches no other run, and a manager's run stays the
+    manager's to report on."""
+    run = api.post("/api/runs", key["key"], {"taskKey": "PROJ-8"}).json()
+    other = api.post("/api/runs", key["key"]).json()
+    url = f"/api/runs/{run['id']}"
+    assert api.call("PATCH", url, run["token"], {"step": "triage"}).status_code == 204
+    written = api.tool("memory_write", run["token"], {"kind": "fact", "content": "Step seen."})
+    assert Note.objects.get(pk=written.json()["id"]).step == "triage"
+
+    # Not another run (not even one of the same key), not a key, not an empty report.
+    refused = api.call("PATCH", f"/api/runs/{other['id']}", run["token"], {"status": "failed"})
+    assert refused.status_code == 404 and error_code(refused) == "not_found"
+    assert error_code(api.call("PATCH", url, key["key"], {"status": "failed"})) == "auth_invalid"
+    assert error_code(api.call("PATCH", url, run["token"], {})) == "memory_invalid"
+    bad = api.call("PATCH", url, run["token"], {"status": "done"})
+    assert bad.status_code == 400 and error_code(bad) == "memory_invalid"
+
+    finished = api.call("PATCH", url, run["token"], {"status": "failed"})
+    assert finished.status_code == 204
+    assert Run.objects.get(pk=run["id"]).status == RunStatus.FAILED
+    assert Run.objects.get(pk=other["id"]).status == RunStatus.RUNNING
+    assert error_code(api.tool("memory_status", run["token"])) == "auth_invalid"
+    event = AuditEvent.objects.get(action="run.status", target_ref=run["id"])
+    assert event.actor_agent_id == world.agent.pk and event.details["status"] == "failed"
+    # A manager may still correct the final status.
+    fixed = api.call(
+        "PATCH", f"{BASE}/runs/{run['id']}", tokens.manager, {"status": "succeeded"}
+    )
+    assert fixed.status_code == 204
+
+    # The fixture's run was started by a manager (an orchestrator): its token may not.
+    own = api.call("PATCH", f"/api/runs/{world.run.pk}", tokens.agent, {"status": "succeeded"})
+    assert own.status_code == 403 and error_code(own) == "memory_forbidden"
+    assert Run.objects.get(pk=world.run.pk).status == RunStatus.RUNNING
+    person = api.call("PATCH", url, tokens.manager, {"status": "failed"})
+    assert person.status_code == 404 and "/api/admin/projects/" in person.json()["error"]["hint"]
+
+
 def test_a_key_is_refused_everywhere_else(api, tokens, world, key):
     for method, path in (
         ("GET", "/api/tools"),

@@ -128,6 +128,22 @@ def test_a_manager_connects_an_agent_and_reviews_what_it_wrote(manager, world):
     manager.revoke_agent_key(project, agent_id, key.id)
 
 
+def test_a_script_with_a_key_finishes_the_runs_it_starts(manager, world):
+    project = world.project.slug
+    agent_id = manager.create_agent(project, "Nightly script", "runtime")
+    key = manager.create_agent_key(project, agent_id, "cron")
+    run = manager.with_token(key.key).start_run(task_key="NIGHT-1")
+    worker = manager.with_token(key.key).for_run(run)
+    worker.report_run(run.id, step="collect")
+    written = worker.memory_write("fact", "The nightly job collects at 02:00 UTC.")
+    assert Note.objects.get(pk=written.id).step == "collect"
+    worker.report_run(run.id, status="succeeded")
+    assert Run.objects.get(pk=run.id).status == "succeeded"
+    with pytest.raises(MemoryPortalError) as finished:
+        worker.memory_status()
+    assert finished.value.code == "auth_invalid"
+
+
 def test_export_and_import_through_the_client(live_server, manager, portal, world, make_user):
     portal.memory_write("fact", FACT)
     data = manager.export_project(world.project.slug)

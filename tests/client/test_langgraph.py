@@ -94,16 +94,30 @@ def test_people_keep_the_last_word(store, world):
     assert Note.objects.filter(project=world.project, summary__endswith="drink").count() == 1
 
 
+def _origin(key: str) -> Run:
+    return Run.objects.get(pk=Note.objects.get(summary__endswith=f"· {key}").origin_run_id)
+
+
 def test_a_run_token_and_a_spent_run(live_server, portal_tokens, world, settings):
-    """With an agent key the store starts a new run when the current one is finished."""
+    """With an agent key the store starts a new run when the current one is finished or its
+    budget spent, and finishes the runs it started: a spent one, and its last on close."""
     store = MemoryPortalStore(live_server.url, portal_tokens.key)
     store.put(USER, "a", {"n": 1})
-    first = Run.objects.get(pk=Note.objects.get(summary__endswith="· a").origin_run_id)
-    services.run_update(actor=world.as_manager, run=first, status="succeeded")
+    first = _origin("a")
+    services.run_update(actor=world.as_manager, run=first, status="failed")
     store.put(USER, "b", {"n": 2})
-    second = Note.objects.get(summary__endswith="· b").origin_run_id
-    assert second != first.pk
+    second = _origin("b")
+    assert second.pk != first.pk and second.status == "running"
+    assert Run.objects.get(pk=first.pk).status == "failed"  # a manager's word stays
+
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "RUN_CALL_BUDGET": 3}
+    for n in range(3):
+        store.put(USER, f"c{n}", {"n": n})
+    third = _origin("c2")
+    assert third.pk != second.pk
+    assert Run.objects.get(pk=second.pk).status == "succeeded"
     store.close()
+    assert Run.objects.get(pk=third.pk).status == "succeeded"
 
     pinned = MemoryPortalStore(live_server.url, portal_tokens.run)
     assert pinned.get(USER, "a").value == {"n": 1}

@@ -7,6 +7,7 @@ from ..models import NOT_RECALLED, not_recalled_q
 from .activity import (
     RunDetail,
     audit_events_for_person,
+    own_run,
     run_detail,
     run_in_project,
     runs_for_project,
@@ -146,6 +147,7 @@ __all__ = [
     "review_queue",
     "routine_for_agent",
     "run_detail",
+    "own_run",
     "run_in_project",
     "runs_for_project",
     "runs_notes_written",

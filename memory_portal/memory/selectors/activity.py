@@ -47,6 +47,18 @@ def run_in_project(*, actor: Actor, project: Project, run_id: str) -> Run:
     return run
 
 
+def own_run(*, actor: Actor, run_id: str) -> Run:
+    """The calling agent's own run, named in a URL: a run token reaches no other."""
+    if not actor.is_agent or actor.run.pk != run_id:
+        raise MemoryPortalError(
+            "not_found",
+            f"No run {run_id} for this token.",
+            hint="A run token names its own run; a manager reports on a run at "
+            "PATCH /api/admin/projects/{projectId}/runs/{runId}.",
+        )
+    return actor.run
+
+
 @dataclass(frozen=True)
 class RunDetail:
     run: Run

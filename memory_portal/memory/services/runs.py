@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .. import tokens
-from ..access import require_manager, require_member, require_person
+from ..access import require_manager, require_member, require_person, require_run_reporter
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
@@ -115,14 +115,15 @@ def run_update(
     step: str | None = None,
     reason: str = "",
 ) -> Run:
-    """The orchestrator's report on a run: its status and / or the step it is in now (every
+    """The orchestrator's report on a run (a manager, or the run's own token when an agent key
+    started it: access.require_run_reporter): its status and / or the step it is in now (every
     note the run writes from then on records that step). A run that leaves `running` has
     finished: its tokens are revoked in the same transaction, so they stop working at once
     (SPEC §2.3), and it cannot run again or change step; its final status may still be
     corrected between succeeded and failed. `reason`: why the portal itself finished it (an
     MCP session ended or idle), recorded in the audit row."""
     if actor is not None:
-        require_manager(actor, run.project)
+        require_run_reporter(actor, run)
     if status is None and step is None:
         raise invalid("status", "Send status, step or both.")
     if status is not None and status not in RunStatus.values:

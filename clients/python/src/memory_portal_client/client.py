@@ -288,6 +288,19 @@ class _Routes:
     ) -> None:
         return self.update_run(project, run_id, status=status)
 
+    def report_run(
+        self,
+        run_id: str,
+        *,
+        status: Literal["running", "succeeded", "failed"] | None = None,
+        step: str | None = None,
+    ) -> None:
+        """With a run's own token (`for_run`), for a run an agent key started: its step, or
+        its end — leaving `running` revokes the token at once. (`update_run` is a
+        manager's.)"""
+        path = f"/api/runs/{_seg(run_id)}"
+        return self._send(_Call("PATCH", path, json=_args(status=status, step=step)))
+
     def delete_run(self, project: str, run_id: str) -> None:
         path = f"/api/admin/projects/{_seg(project)}/runs/{_seg(run_id)}"
         return self._send(_Call("DELETE", path))

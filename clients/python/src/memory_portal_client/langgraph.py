@@ -24,7 +24,8 @@ those notes). The product's rules hold for the store:
 
 Every call counts against the run's 512 tool calls. Given an agent key (`mpk_…`), the store
 starts a run when it needs one (task "LangGraph store") and a new one when the run's budget is
-spent or the run was finished; given a run token it uses that run until it ends.
+spent or the run was finished, and finishes the runs it started (succeeded) when their budget
+is spent and when it is closed; given a run token it uses that run until it ends.
 `search` and `list_namespaces` read pages of five notes, one call each."""
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ PREFIX_LEVELS = 6  # tags: the marker, the key, and one per namespace level up t
 SUMMARY_MAX = 240
 KEY_PREFIX = "mpk_"
 RENEW_CODES = frozenset({"memory_call_budget", "auth_invalid"})
+FINISHED_CODE = "auth_invalid"  # the token of a finished run
 
 # A step of an operation: a function of the client that makes one call. An operation is a
 # generator of steps, driven by `batch` with a Client and by `abatch` with an AsyncClient, so
@@ -150,6 +152,7 @@ class MemoryPortalStore(BaseStore):
         self._base_url = base_url
         self._agent_key = token if token.startswith(KEY_PREFIX) else None
         self._run_token = None if self._agent_key else token
+        self._run_id: str | None = None  # the run this store started with the key, if any
         self._task, self._task_key, self._scope = task, task_key, scope
         self._client: Client | None = None
         self._aclient: AsyncClient | None = None
@@ -163,11 +166,14 @@ class MemoryPortalStore(BaseStore):
         return [await self._adrive(self._operation(op)) for op in ops]
 
     def close(self) -> None:
+        """Finish the run this store started (succeeded), then close its connections."""
         if self._client is not None:
+            self._finish_run(self._client)
             self._client.close()
 
     async def aclose(self) -> None:
         if self._aclient is not None:
+            await self._afinish_run(self._aclient)
             await self._aclient.aclose()
 
     # --- Driving an operation with a client -----------------------------------------------
@@ -197,7 +203,8 @@ class MemoryPortalStore(BaseStore):
                     result = step(client.with_token(self._run_token))
                 except MemoryPortalError as error:
                     if self._renewable(error) and not renewed:
-                        self._run_token, renewed = None, True
+                        self._finish_run(client)
+                        renewed = True
                         continue
                     step, renewed = throw(error), False
                     continue
@@ -217,7 +224,8 @@ class MemoryPortalStore(BaseStore):
                     result = await step(client.with_token(self._run_token))
                 except MemoryPortalError as error:
                     if self._renewable(error) and not renewed:
-                        self._run_token, renewed = None, True
+                        await self._afinish_run(client)
+                        renewed = True
                         continue
                     step, renewed = throw(error), False
                     continue
@@ -230,11 +238,40 @@ class MemoryPortalStore(BaseStore):
 
     def _start_run(self, client: Client) -> None:
         run = client.with_token(self._agent_key).start_run(**self._run_args())
-        self._run_token = run.token
+        self._run_token, self._run_id = run.token, run.id
 
     async def _astart_run(self, client: AsyncClient) -> None:
         run = await client.with_token(self._agent_key).start_run(**self._run_args())
-        self._run_token = run.token
+        self._run_token, self._run_id = run.token, run.id
+
+    def _ending(self) -> tuple[str, str] | None:
+        """The token and id of the run this store started, now let go of: the store's next
+        call starts another. None when it started none (a run token is the caller's)."""
+        if self._agent_key is None or self._run_id is None:
+            return None
+        ending = (self._run_token, self._run_id)
+        self._run_token = self._run_id = None
+        return ending
+
+    def _finish_run(self, client: Client) -> None:
+        """Finish the run this store started (its budget spent, or the store closing): it
+        succeeded. One already finished (by a manager) is left as it is."""
+        if (ending := self._ending()) is not None:
+            token, run_id = ending
+            try:
+                client.with_token(token).report_run(run_id, status="succeeded")
+            except MemoryPortalError as error:
+                if error.code != FINISHED_CODE:
+                    raise
+
+    async def _afinish_run(self, client: AsyncClient) -> None:
+        if (ending := self._ending()) is not None:
+            token, run_id = ending
+            try:
+                await client.with_token(token).report_run(run_id, status="succeeded")
+            except MemoryPortalError as error:
+                if error.code != FINISHED_CODE:
+                    raise
 
     # --- The operations, each written once ------------------------------------------------
 

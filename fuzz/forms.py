@@ -93,6 +93,8 @@ def targets(seeded: dict) -> list[Target]:
         Target("POST", f"{p}/recoveries/{recovery}/restore/", ["from", "next"]),
         Target("POST", f"{p}/memory/reset/", ["confirm_slug"]),
         Target("POST", f"{p}/applications/{seeded['application']}/delete/", ["confirm"]),
+        Target("POST", f"{p}/runs/{run}/status/", ["status"]),
+        Target("POST", f"{p}/connect/", ["agent", "name", "stage", "application", "label"]),
         Target("POST", f"{p}/runs/{run}/delete/", ["confirm"]),
     ]
 

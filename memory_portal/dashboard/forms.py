@@ -103,6 +103,13 @@ class DeleteRunForm(forms.Form):
     )
 
 
+class RunStatusForm(forms.Form):
+    """A run's end as a manager reports it: finishing a running run, or correcting a finished
+    one's status."""
+
+    status = forms.ChoiceField(choices=[("succeeded", "Succeeded"), ("failed", "Failed")])
+
+
 class BulkForm(forms.Form):
     action = forms.ChoiceField(choices=[*BULK_ACTIONS.items(), *BULK_UNDO_ONLY.items()])
     ids = forms.MultipleChoiceField(choices=(), required=True)

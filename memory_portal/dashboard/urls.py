@@ -34,6 +34,7 @@ agent_urls = [
 
 run_urls = [
     path("", views.run_detail, name="run"),
+    path("status/", views.run_status, name="run-status"),
     path("delete/", views.run_delete, name="run-delete"),
     path("revert/", views.run_revert, name="run-revert"),
     path("revert/undo/", views.run_revert_undo, name="run-revert-undo"),

@@ -295,6 +295,7 @@ def test_outsiders_get_404_for_project_actions(world, note, outsider_client):
         (reverse("dashboard:agent-fact", args=[SLUG, world.agent.pk]), {"text": "x"}),
         (reverse("dashboard:lift", args=[SLUG]), {"note": note.pk, "line": 0}),
         (reverse("dashboard:run-delete", args=[SLUG, world.run.pk]), {"confirm": "on"}),
+        (reverse("dashboard:run-status", args=[SLUG, world.run.pk]), {"status": "failed"}),
     ]
     for url, data in urls:
         assert outsider_client.post(url, data).status_code == 404, url
@@ -466,6 +467,45 @@ def test_delete_run_needs_confirmation_and_a_manager(world, member_client, manag
     assert events("run.delete").get().target_ref == world.run.pk
     kept = Note.objects.get(pk=note.pk)
     assert kept.origin_run_ref == world.run.pk and kept.producer_status == "unknown"
+
+
+def test_a_manager_finishes_a_run_and_corrects_its_status(world, member_client, manager_client):
+    """A run nobody finished (a script that stopped) is finished from its page; its token
+    stops at once and its notes show the status; a finished run's status can be corrected."""
+    note = write_note(world, "Written in the run")
+    _api_token, token = services.token_create(actor=None, run=world.run)
+    run_page = reverse("dashboard:run", args=[SLUG, world.run.pk])
+    url = reverse("dashboard:run-status", args=[SLUG, world.run.pk])
+    assert "Finish as failed" not in member_client.get(run_page).content.decode()
+    page = manager_client.get(run_page).content.decode()
+    assert "Finish as succeeded" in page and f'action="{url}"' in page
+
+    def token_works() -> bool:
+        answer = manager_client.post(
+            "/api/tools/memory_status",
+            "{}",
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+        return answer.status_code == 200
+
+    assert member_client.post(url, {"status": "failed"}).status_code == 302
+    assert Run.objects.get(pk=world.run.pk).status == "running" and token_works()
+    refused = manager_client.post(url, {"status": "running"})
+    assert refused.url == run_page and Run.objects.get(pk=world.run.pk).status == "running"
+
+    finished = manager_client.post(url, {"status": "failed"})
+    assert finished.url == run_page
+    assert "Finished run" in [str(m) for m in get_messages(finished.wsgi_request)][-1]
+    assert Run.objects.get(pk=world.run.pk).status == "failed"
+    assert Note.objects.get(pk=note.pk).producer_status == "failed"
+    assert events("run.status").get().actor_user == world.manager
+    assert not token_works()
+
+    page = manager_client.get(run_page).content.decode()
+    assert "Mark as succeeded" in page and "Finish as" not in page
+    manager_client.post(url, {"status": "succeeded"})
+    assert Run.objects.get(pk=world.run.pk).status == "succeeded"
 
 
 def test_edit_of_a_reviewed_note_is_offered_to_managers_only(

@@ -36,6 +36,7 @@ def post_urls(world, note, recovery):
         (reverse("dashboard:agent-fact", args=[SLUG, world.agent.pk]), {"text": "a fact"}),
         (reverse("dashboard:lift", args=[SLUG]), {"note": note.pk, "line": 0}),
         (reverse("dashboard:run-delete", args=[SLUG, world.run.pk]), {"confirm": "on"}),
+        (reverse("dashboard:run-status", args=[SLUG, world.run.pk]), {"status": "failed"}),
         (reverse("dashboard:application-delete", args=[SLUG, "storefront"]), {"confirm": "x"}),
         (reverse("dashboard:project-delete", args=[SLUG]), {"confirm": SLUG}),
         (reverse("logout"), {}),

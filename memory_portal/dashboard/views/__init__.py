@@ -12,7 +12,15 @@ from .actions import (
     notes_bulk,
     recovery_restore,
 )
-from .activity import audit, run_delete, run_detail, run_revert, run_revert_undo, runs
+from .activity import (
+    audit,
+    run_delete,
+    run_detail,
+    run_revert,
+    run_revert_undo,
+    run_status,
+    runs,
+)
 from .base import LoginView
 from .connect import agent_change, agent_create, connect, key_seen
 from .controls import (
@@ -75,6 +83,7 @@ __all__ = [
     "run_delete",
     "run_detail",
     "run_revert",
+    "run_status",
     "run_revert_undo",
     "runs",
     "token_revoke",

@@ -12,7 +12,7 @@ from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.services.revert import CONFIRM_THRESHOLD, run_revert_latest
 
-from ..forms import BULK_ACTIONS, DeleteRunForm
+from ..forms import BULK_ACTIONS, DeleteRunForm, RunStatusForm
 from ..tables import PER_PAGE_CHOICES, AuditTable, NoteTable, RunTable, keyset_page, paginate
 from .base import (
     actor_of,
@@ -60,6 +60,27 @@ def _run_of(request, access, run_id: str):
     """The run of the URL and its page (where a change on it comes back to)."""
     run = selectors.run_in_project(actor=actor_of(request), project=access.project, run_id=run_id)
     return run, reverse("dashboard:run", args=[access.project.slug, run.pk])
+
+
+@project_action
+def run_status(request, access, run_id):
+    """Finish a running run as succeeded or failed (its token stops working at once), or
+    correct a finished run's status: what an orchestrator reports, for a run none will (a
+    script that died, a key's run nobody finished)."""
+    run, run_page = _run_of(request, access, run_id)
+    form = RunStatusForm(request.POST)
+    if not form.is_valid():
+        return refusal(request, to=run_page, why="Pick succeeded or failed.")
+    status, was = form.cleaned_data["status"], run.status
+    try:
+        services.run_update(actor=actor_of(request), run=run, status=status)
+    except MemoryPortalError as err:
+        return refusal(request, to=run_page, why=err)
+    if was == "running":
+        said = f"Finished run {run.pk} as {status}: its token no longer works."
+    else:
+        said = f"Run {run.pk} is now marked {status}."
+    return done(request, run_page, said)
 
 
 @project_action

@@ -300,7 +300,7 @@ def main() -> int:
                 say(f"serving {base} with gunicorn (DEBUG off)")
                 api_seconds = max(20, int(seconds * 0.35))
                 for who, token, paths in (
-                    ("agent", seeded["agent_token"], r"^/api/(tools|v1)/"),
+                    ("agent", seeded["agent_token"], r"^/api/((tools|v1)/|runs)"),
                     ("superuser", seeded["admin_token"], r"^/api/(admin|v1)/"),
                 ):
                     say(f"schemathesis as {who} on {paths} ({api_seconds} s) …")

@@ -8,7 +8,7 @@ from django.contrib.auth.forms import AuthenticationForm
 
 from memory_portal.memory import services
 from memory_portal.memory.ids import is_public_id
-from memory_portal.memory.models import Stage, stage_is_eligible
+from memory_portal.memory.models import RunStatus, Stage, stage_is_eligible
 from memory_portal.memory.validation import SLUG_CHARS, SLUG_MAX
 
 from . import throttling
@@ -107,7 +107,9 @@ class RunStatusForm(forms.Form):
     """A run's end as a manager reports it: finishing a running run, or correcting a finished
     one's status."""
 
-    status = forms.ChoiceField(choices=[("succeeded", "Succeeded"), ("failed", "Failed")])
+    status = forms.ChoiceField(
+        choices=[(RunStatus.SUCCEEDED, "Succeeded"), (RunStatus.FAILED, "Failed")]
+    )
 
 
 class BulkForm(forms.Form):
@@ -148,14 +150,14 @@ def reach(*, eligible: bool, reviewer: bool) -> str:
     return "reads reviewed notes only" if reviewer else ""
 
 
-def stage_choices(*, pick: bool = False) -> list[tuple[str, str]]:
-    """The stages, each saying what its agents get (`reach`); `pick` puts "Pick a stage…"
-    first, so a new agent's stage is chosen, not taken by default."""
-    choices = []
+def stage_choices() -> list[tuple[str, str]]:
+    """A new agent's stages, each saying what its agents get (`reach`), after "Pick a
+    stage…": the stage is chosen, never taken by default."""
+    choices = [("", "Pick a stage…")]
     for value, label in Stage.choices:
         said = reach(eligible=stage_is_eligible(value), reviewer=value == Stage.REVIEW)
         choices.append((value, f"{label} — {said}" if said else label))
-    return [("", "Pick a stage…"), *choices] if pick else choices
+    return choices
 
 
 def agent_choice(agent) -> tuple[str, str]:
@@ -184,7 +186,7 @@ class ConnectForm(forms.Form):
     def __init__(self, *args, agents=(), applications=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["application"].choices = application_choices(applications)
-        self.fields["stage"].choices = stage_choices(pick=True)
+        self.fields["stage"].choices = stage_choices()
         choices = [agent_choice(a) for a in agents]
         self.fields["agent"].choices = [*choices, (self.NEW, "A new agent…")]
         if not choices:
@@ -212,7 +214,7 @@ class AgentForm(forms.Form):
     def __init__(self, *args, applications=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["application"].choices = application_choices(applications)
-        self.fields["stage"].choices = stage_choices(pick=True)
+        self.fields["stage"].choices = stage_choices()
 
 
 class TokenForm(forms.Form):

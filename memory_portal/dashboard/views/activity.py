@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.models import RunStatus
 from memory_portal.memory.services.revert import CONFIRM_THRESHOLD, run_revert_latest
 
 from ..forms import BULK_ACTIONS, DeleteRunForm, RunStatusForm
@@ -76,7 +77,7 @@ def run_status(request, access, run_id):
         services.run_update(actor=actor_of(request), run=run, status=status)
     except MemoryPortalError as err:
         return refusal(request, to=run_page, why=err)
-    if was == "running":
+    if was == RunStatus.RUNNING:
         said = f"Finished run {run.pk} as {status}: its token no longer works."
     else:
         said = f"Run {run.pk} is now marked {status}."

@@ -4,6 +4,7 @@ repositories and links, agents, runs and their tokens. User tokens only."""
 
 from __future__ import annotations
 
+from django.db import transaction
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
@@ -11,7 +12,7 @@ from pydantic import Field
 from memory_portal.failures import json_error
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
-from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.errors import MemoryPortalError, invalid
 from memory_portal.memory.services.revert import run_revert_latest
 from memory_portal.memory.validation import SLUG_MAX, SLUG_PATTERN
 
@@ -255,10 +256,16 @@ def _agent(request, project_id: str, agent_id: str):
 
 
 @router.patch("/projects/{project_id}/agents/{agent_id}", response=responses({204: None}))
-def agent_rename(request, project_id: str, agent_id: str, body: s.AgentPatchIn):
-    """Rename an agent (managers)."""
+def agent_change(request, project_id: str, agent_id: str, body: s.AgentPatchIn):
+    """Rename an agent and / or change its stage (managers), both or neither."""
     actor, agent = _agent(request, project_id, agent_id)
-    services.agent_rename(actor=actor, agent=agent, name=body.name)
+    if body.name is None and body.stage is None:
+        raise invalid("name", "Send name, stage or both.")
+    with transaction.atomic():
+        if body.name is not None:
+            services.agent_rename(actor=actor, agent=agent, name=body.name)
+        if body.stage is not None:
+            services.agent_restage(actor=actor, agent=agent, stage=body.stage)
     return Status(204, None)
 
 

@@ -38,6 +38,7 @@ class AuditAction(models.TextChoices):
     REPOSITORY_LINK = "repository.link", "repository linked"
     AGENT_CREATE = "agent.create", "agent created"
     AGENT_RENAME = "agent.rename", "agent renamed"
+    AGENT_STAGE = "agent.stage", "agent stage changed"
     AGENT_RETIRE = "agent.retire", "agent retired"
     KEY_CREATE = "key.create", "agent key created"
     KEY_REVOKE = "key.revoke", "agent key revoked"

@@ -125,6 +125,44 @@ def test_a_run_a_key_started_reports_its_step_and_end_with_its_own_token(
     assert person.status_code == 404 and "/api/admin/projects/" in person.json()["error"]["hint"]
 
 
+def test_a_manager_changes_an_agents_stage_and_its_key_connects_to_memory(api, tokens, world):
+    """An agent made with a stage not offered memory is changed, not replaced: its key and
+    runs stay, and what it is offered follows from its next call."""
+    agent = services.agent_create(
+        actor=None, project=world.project, name="Coder", stage="implement"
+    )
+    key, secret = services.key_create(actor=world.as_manager, agent=agent, label="Cursor")
+    run = api.post("/api/runs", secret).json()
+    refused = api.tool("memory_status", run["token"])
+    assert refused.status_code == 403 and error_code(refused) == "memory_not_eligible"
+
+    url = f"{BASE}/agents/{agent.pk}"
+    assert error_code(api.call("PATCH", url, tokens.member, {"stage": "design"})) == (
+        "memory_forbidden"
+    )
+    assert error_code(api.call("PATCH", url, tokens.manager, {"stage": "chef"})) == (
+        "memory_invalid"
+    )
+    assert error_code(api.call("PATCH", url, tokens.manager, {})) == "memory_invalid"
+    changed = api.call("PATCH", url, tokens.manager, {"stage": "design", "name": "Designer"})
+    assert changed.status_code == 204
+    agent.refresh_from_db()
+    assert (agent.stage, agent.name) == ("design", "Designer")
+    assert api.tool("memory_status", run["token"]).status_code == 200
+    assert [t["name"] for t in api.get("/api/tools", run["token"]).json()["tools"]][:1] == [
+        "memory_write"
+    ]
+    event = AuditEvent.objects.get(action="agent.stage", target_ref=agent.pk)
+    assert event.details == {"from": "implement", "to": "design"}
+    assert AgentKey.objects.get(pk=key.pk).revoked_at is None
+
+    # A name the gate refuses changes nothing, the stage included.
+    bad = api.call("PATCH", url, tokens.manager, {"stage": "review", "name": "a\nb"})
+    assert error_code(bad) == "memory_invalid"
+    agent.refresh_from_db()
+    assert (agent.stage, agent.name) == ("design", "Designer")
+
+
 def test_a_key_is_refused_everywhere_else(api, tokens, world, key):
     for method, path in (
         ("GET", "/api/tools"),

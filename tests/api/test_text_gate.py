@@ -47,6 +47,7 @@ NOT_STORED = {
     "RepositoryIn.id": "a slug, shape-checked",
     "LinkIn.revision": "a git revision, resolved to the commit SHA that is stored",
     "AgentIn.stage": "an enum",
+    "AgentPatchIn.stage": "an enum",
     "AgentIn.applicationId": "a slug, looked up",
     "RunIn.agentId": "an id, looked up",
     "RunIn.parentRunId": "an id, looked up",

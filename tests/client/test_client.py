@@ -130,7 +130,8 @@ def test_a_manager_connects_an_agent_and_reviews_what_it_wrote(manager, world):
 
 def test_a_script_with_a_key_finishes_the_runs_it_starts(manager, world):
     project = world.project.slug
-    agent_id = manager.create_agent(project, "Nightly script", "runtime")
+    agent_id = manager.create_agent(project, "Nightly script", "implement")  # no memory
+    manager.update_agent(project, agent_id, stage="runtime", name="Nightly job")
     key = manager.create_agent_key(project, agent_id, "cron")
     run = manager.with_token(key.key).start_run(task_key="NIGHT-1")
     worker = manager.with_token(key.key).for_run(run)

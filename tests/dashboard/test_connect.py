@@ -115,6 +115,26 @@ def test_a_stage_without_memory_is_never_taken_by_default_and_its_key_says_so(
     assert "Runtime helper (runtime — no memory tools)" in page
 
 
+def test_a_manager_changes_an_agents_stage_on_its_page(world, manager_client, member_client):
+    coder = services.agent_create(
+        actor=None, project=world.project, name="Coder", stage="implement"
+    )
+    made = manager_client.post(CONNECT, {"agent": coder.pk, "label": "x"}).content.decode()
+    assert f"/p/{SLUG}/agents/{coder.pk}/" in made  # the warning links where the stage changes
+    page = manager_client.get(f"/p/{SLUG}/agents/{coder.pk}/").content.decode()
+    assert '<option value="implement" selected>Implement — no memory tools</option>' in page
+    url = f"/p/{SLUG}/agents/{coder.pk}/change/stage/"
+    member_client.post(url, {"stage": "design"})
+    assert Agent.objects.get(pk=coder.pk).stage == "implement"
+    refused = manager_client.post(url, {"stage": "chef"})
+    assert refused.status_code == 302 and Agent.objects.get(pk=coder.pk).stage == "implement"
+    done = manager_client.post(url, {"stage": "design"})
+    assert done.status_code == 302 and Agent.objects.get(pk=coder.pk).stage == "design"
+    page = manager_client.get(f"/p/{SLUG}/agents/{coder.pk}/").content.decode()
+    assert '<option value="design" selected>Design</option>' in page
+    assert "not offered memory tools" not in page
+
+
 def test_a_key_made_while_memory_is_off_says_so(world, manager_client):
     services.memory_disable(actor=world.as_manager, project=world.project)
     body = manager_client.post(CONNECT, {"agent": world.agent.pk, "label": "CI"}).content.decode()

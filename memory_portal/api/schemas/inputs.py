@@ -350,9 +350,12 @@ class LinkIn(Strict):
     revision: str = Field(min_length=1, max_length=256)
 
 
+StageName = Literal["assess", "understand", "design", "implement", "review", "runtime"]
+
+
 class AgentIn(Strict):
     name: str = Field(min_length=1, max_length=NAME_MAX)
-    stage: Literal["assess", "understand", "design", "implement", "review", "runtime"]
+    stage: StageName
     applicationId: str | None = None
 
 
@@ -387,7 +390,11 @@ class RunStartIn(Strict):
 
 
 class AgentPatchIn(Strict):
-    name: str = Field(min_length=1, max_length=NAME_MAX)
+    """At least one of: a new name, a new stage (what the agent is offered from its next call
+    on; the notes it wrote keep the stage they were written with)."""
+
+    name: str | None = Field(None, min_length=1, max_length=NAME_MAX)
+    stage: StageName | None = None
 
 
 class KeyIn(Strict):

@@ -135,8 +135,9 @@ def agent_create(request, access):
 
 @project_action
 def agent_change(request, access, agent_id, verb):
-    """Rename or retire an agent, or revoke one of its keys (`verb` is the key's id); a key
-    is created on the Connect page, which shows it once with its configuration."""
+    """Rename an agent, change its stage or retire it, or revoke one of its keys (`verb` is
+    the key's id); a key is created on the Connect page, which shows it once with its
+    configuration."""
     actor = actor_of(request)
     agent = agent_of(request, access, agent_id)
     page = reverse("dashboard:agent", args=[access.project.slug, agent.pk])
@@ -144,6 +145,9 @@ def agent_change(request, access, agent_id, verb):
         if verb == "rename":
             services.agent_rename(actor=actor, agent=agent, name=request.POST.get("name", ""))
             return done(request, page, f"Renamed the agent to {agent.name}.")
+        if verb == "stage":
+            services.agent_restage(actor=actor, agent=agent, stage=request.POST.get("stage", ""))
+            return done(request, page, f"{agent.name} is now of stage {agent.stage}.")
         if verb == "retire":
             services.agent_retire(actor=actor, agent=agent)
             return done(request, page, f"Retired {agent.name}: its keys no longer work.")

@@ -18,7 +18,7 @@ from memory_portal.memory.access import is_administrator
 from memory_portal.memory.recall.service import recall
 
 from ..charts import overview_charts
-from ..forms import BULK_ACTIONS, AgentForm, FactForm, ResetForm
+from ..forms import BULK_ACTIONS, AgentForm, FactForm, ResetForm, stage_choices
 from ..tables import PAGE_MAX, PER_PAGE_CHOICES, NoteTable
 from .base import (
     MEMORY_PAGE,
@@ -169,6 +169,7 @@ def agent_page(request, access, agent, *, fact_form=None, status=200, preview=No
         fact_form=fact_form or FactForm(),
         bulk_actions=BULK_ACTIONS,
         keys=list(selectors.agent_keys(actor=actor, agent=agent)) if access.is_manager else [],
+        stages=stage_choices()[1:],  # no "Pick a stage…": the agent has one
     )
 
 

@@ -6,6 +6,7 @@ from .change import ProjectChange, project_change
 from .day import day_append
 from .keys import (
     agent_rename,
+    agent_restage,
     agent_retire,
     key_create,
     key_revoke,
@@ -89,6 +90,7 @@ __all__ = [
     "tasks_run_in_process",
     "agent_create",
     "agent_rename",
+    "agent_restage",
     "agent_retire",
     "key_create",
     "key_revoke",

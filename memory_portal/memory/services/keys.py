@@ -21,7 +21,14 @@ from ..errors import invalid
 from ..models import Agent, AgentKey, Run, RunStatus
 from ..validation import NAME_MAX, require_name
 from ._common import audit
-from .runs import RunFields, require_active_agent, run_create, run_update, token_create
+from .runs import (
+    RunFields,
+    require_active_agent,
+    require_stage,
+    run_create,
+    run_update,
+    token_create,
+)
 
 KEY_LABEL_MAX = 100
 
@@ -41,6 +48,28 @@ def agent_rename(*, actor: Actor, agent: Agent, name: str) -> Agent:
             project=agent.project,
             target=agent.pk,
             details={"from": before, "to": name},
+        )
+    return agent
+
+
+def agent_restage(*, actor: Actor, agent: Agent, stage: str) -> Agent:
+    """Change an agent's stage (managers): what it is offered from its next call on — memory
+    tools or none (MEMORY_ELIGIBLE_STAGES), a reviewer's reads or every note's. Its keys and
+    runs stay; the notes it wrote keep the stage they were written with."""
+    require_manager(actor, agent.project)
+    require_stage(stage)
+    if stage == agent.stage:
+        return agent
+    with transaction.atomic():
+        before = agent.stage
+        agent.stage = stage
+        agent.save(update_fields=["stage"])
+        audit(
+            actor=actor,
+            action=AuditAction.AGENT_STAGE,
+            project=agent.project,
+            target=agent.pk,
+            details={"from": before, "to": stage},
         )
     return agent
 

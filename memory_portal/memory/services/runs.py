@@ -43,8 +43,7 @@ def agent_create(
 ) -> Agent:
     if actor is not None:
         require_manager(actor, project)
-    if stage not in Stage.values:
-        raise invalid("stage", f"stage must be one of {', '.join(Stage.values)}.")
+    require_stage(stage)
     name = require_name("name", name)
     if application is not None and application.project_id != project.pk:
         raise invalid("applicationId", "The application belongs to another project.")
@@ -54,6 +53,11 @@ def agent_create(
         )
         audit(actor=actor, action=AuditAction.AGENT_CREATE, project=project, target=agent.pk)
     return agent
+
+
+def require_stage(stage: str) -> None:
+    if stage not in Stage.values:
+        raise invalid("stage", f"stage must be one of {', '.join(Stage.values)}.")
 
 
 def require_active_agent(agent: Agent) -> None:

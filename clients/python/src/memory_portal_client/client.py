@@ -389,6 +389,14 @@ class _Routes:
         body = _args(name=name, stage=stage, application_id=application_id)
         return self._send(_Call("POST", path, json=body, parse=_created_id))
 
+    def update_agent(
+        self, project: str, agent_id: str, *, name: str | None = None, stage: str | None = None
+    ) -> None:
+        """Rename an agent and / or change its stage (what it is offered from its next
+        call on)."""
+        path = f"/api/admin/projects/{_seg(project)}/agents/{_seg(agent_id)}"
+        return self._send(_Call("PATCH", path, json=_args(name=name, stage=stage)))
+
     def retire_agent(self, project: str, agent_id: str) -> None:
         path = f"/api/admin/projects/{_seg(project)}/agents/{_seg(agent_id)}/retire"
         return self._send(_Call("POST", path, json={}))

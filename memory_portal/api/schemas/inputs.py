@@ -393,6 +393,8 @@ class AgentPatchIn(Strict):
     """At least one of: a new name, a new stage (what the agent is offered from its next call
     on; the notes it wrote keep the stage they were written with)."""
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
     name: str | None = Field(None, min_length=1, max_length=NAME_MAX)
     stage: StageName | None = None
 
@@ -406,6 +408,8 @@ class KeyIn(Strict):
 class RunStatusIn(Strict):
     """At least one of: the run's status (leaving `running` finishes it and revokes its token
     at once) and the step it is in now (recorded on every note it writes from then on)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     status: Literal["running", "succeeded", "failed"] | None = None
     step: str | None = Field(None, max_length=100)

@@ -4,7 +4,6 @@ repositories and links, agents, runs and their tokens. User tokens only."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
@@ -12,7 +11,7 @@ from pydantic import Field
 from memory_portal.failures import json_error
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
-from memory_portal.memory.errors import MemoryPortalError, invalid
+from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.services.revert import run_revert_latest
 from memory_portal.memory.validation import SLUG_MAX, SLUG_PATTERN
 
@@ -259,13 +258,7 @@ def _agent(request, project_id: str, agent_id: str):
 def agent_change(request, project_id: str, agent_id: str, body: s.AgentPatchIn):
     """Rename an agent and / or change its stage (managers), both or neither."""
     actor, agent = _agent(request, project_id, agent_id)
-    if body.name is None and body.stage is None:
-        raise invalid("name", "Send name, stage or both.")
-    with transaction.atomic():
-        if body.name is not None:
-            services.agent_rename(actor=actor, agent=agent, name=body.name)
-        if body.stage is not None:
-            services.agent_restage(actor=actor, agent=agent, stage=body.stage)
+    services.agent_change(actor=actor, agent=agent, name=body.name, stage=body.stage)
     return Status(204, None)
 
 

@@ -150,10 +150,10 @@ def reach(*, eligible: bool, reviewer: bool) -> str:
     return "reads reviewed notes only" if reviewer else ""
 
 
-def stage_choices() -> list[tuple[str, str]]:
-    """A new agent's stages, each saying what its agents get (`reach`), after "Pick a
-    stage…": the stage is chosen, never taken by default."""
-    choices = [("", "Pick a stage…")]
+def stage_choices(*, pick: bool = True) -> list[tuple[str, str]]:
+    """The stages, each saying what its agents get (`reach`); for a new agent (`pick`) after
+    "Pick a stage…": its stage is chosen, never taken by default."""
+    choices = [("", "Pick a stage…")] if pick else []
     for value, label in Stage.choices:
         said = reach(eligible=stage_is_eligible(value), reviewer=value == Stage.REVIEW)
         choices.append((value, f"{label} — {said}" if said else label))

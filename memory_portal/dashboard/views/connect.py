@@ -143,10 +143,10 @@ def agent_change(request, access, agent_id, verb):
     page = reverse("dashboard:agent", args=[access.project.slug, agent.pk])
     try:
         if verb == "rename":
-            services.agent_rename(actor=actor, agent=agent, name=request.POST.get("name", ""))
+            services.agent_change(actor=actor, agent=agent, name=request.POST.get("name", ""))
             return done(request, page, f"Renamed the agent to {agent.name}.")
         if verb == "stage":
-            services.agent_restage(actor=actor, agent=agent, stage=request.POST.get("stage", ""))
+            services.agent_change(actor=actor, agent=agent, stage=request.POST.get("stage", ""))
             return done(request, page, f"{agent.name} is now of stage {agent.stage}.")
         if verb == "retire":
             services.agent_retire(actor=actor, agent=agent)

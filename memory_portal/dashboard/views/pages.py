@@ -169,7 +169,7 @@ def agent_page(request, access, agent, *, fact_form=None, status=200, preview=No
         fact_form=fact_form or FactForm(),
         bulk_actions=BULK_ACTIONS,
         keys=list(selectors.agent_keys(actor=actor, agent=agent)) if access.is_manager else [],
-        stages=stage_choices()[1:],  # no "Pick a stage…": the agent has one
+        stages=stage_choices(pick=False),
     )
 
 

@@ -5,8 +5,7 @@ from ._common import tasks_run_in_process
 from .change import ProjectChange, project_change
 from .day import day_append
 from .keys import (
-    agent_rename,
-    agent_restage,
+    agent_change,
     agent_retire,
     key_create,
     key_revoke,
@@ -89,8 +88,7 @@ __all__ = [
     "project_change",
     "tasks_run_in_process",
     "agent_create",
-    "agent_rename",
-    "agent_restage",
+    "agent_change",
     "agent_retire",
     "key_create",
     "key_revoke",

@@ -31,46 +31,41 @@ from .runs import (
 )
 
 KEY_LABEL_MAX = 100
+AGENT_CHANGE_AUDIT = {"name": AuditAction.AGENT_RENAME, "stage": AuditAction.AGENT_STAGE}
 
 
-def agent_rename(*, actor: Actor, agent: Agent, name: str) -> Agent:
+def agent_change(
+    *, actor: Actor, agent: Agent, name: str | None = None, stage: str | None = None
+) -> Agent:
+    """Rename an agent and / or change its stage (managers), both checked before either is
+    written, in one transaction, each change audited (`agent.rename`, `agent.stage`, from /
+    to). A new stage holds from the agent's next call — memory tools or none
+    (MEMORY_ELIGIBLE_STAGES), a reviewer's reads or every note's; its keys and runs stay, and
+    the notes it wrote keep the stage they were written with."""
     require_manager(actor, agent.project)
-    name = require_name("name", name, max_len=NAME_MAX)
-    if name == agent.name:
+    if name is None and stage is None:
+        raise invalid("name", "Send name, stage or both.")
+    wanted = {}
+    if name is not None:
+        wanted["name"] = require_name("name", name, max_len=NAME_MAX)
+    if stage is not None:
+        require_stage(stage)
+        wanted["stage"] = stage
+    changed = {f: (getattr(agent, f), v) for f, v in wanted.items() if getattr(agent, f) != v}
+    if not changed:
         return agent
     with transaction.atomic():
-        before = agent.name
-        agent.name = name
-        agent.save(update_fields=["name"])
-        audit(
-            actor=actor,
-            action=AuditAction.AGENT_RENAME,
-            project=agent.project,
-            target=agent.pk,
-            details={"from": before, "to": name},
-        )
-    return agent
-
-
-def agent_restage(*, actor: Actor, agent: Agent, stage: str) -> Agent:
-    """Change an agent's stage (managers): what it is offered from its next call on — memory
-    tools or none (MEMORY_ELIGIBLE_STAGES), a reviewer's reads or every note's. Its keys and
-    runs stay; the notes it wrote keep the stage they were written with."""
-    require_manager(actor, agent.project)
-    require_stage(stage)
-    if stage == agent.stage:
-        return agent
-    with transaction.atomic():
-        before = agent.stage
-        agent.stage = stage
-        agent.save(update_fields=["stage"])
-        audit(
-            actor=actor,
-            action=AuditAction.AGENT_STAGE,
-            project=agent.project,
-            target=agent.pk,
-            details={"from": before, "to": stage},
-        )
+        for field, (_before, value) in changed.items():
+            setattr(agent, field, value)
+        agent.save(update_fields=list(changed))
+        for field, (before, value) in changed.items():
+            audit(
+                actor=actor,
+                action=AGENT_CHANGE_AUDIT[field],
+                project=agent.project,
+                target=agent.pk,
+                details={"from": before, "to": value},
+            )
     return agent
 
 

@@ -76,11 +76,60 @@ def test_a_key_starts_runs_of_its_agent(api, world, key):
     nested = api.post("/api/runs", key["key"], {"parentRunId": run.pk}).json()
     assert Run.objects.get(pk=nested["id"]).top_level_run_id == run.pk
     response = api.post("/api/runs", key["key"], {"parentRunId": "run_nope"})
-    assert error_code(response) == "memory_invalid"
+    assert response.status_code == 404 and error_code(response) == "not_found"
     services.run_update(actor=None, run=run, status=RunStatus.SUCCEEDED)
     assert error_code(api.tool("memory_status", body["token"])) == "auth_invalid"
     response = api.post("/api/runs", key["key"], {"parentRunId": run.pk})
     assert error_code(response) == "memory_invalid"
+
+
+def test_a_key_nests_only_under_runs_of_its_own(api, tokens, world, key):
+    """A run id is printed in every note's provenance: nesting under another agent's run (or
+    another key's) would lend that run's scratchpad, slots, budget and quota. Such a parent is
+    the 404 an unknown id gets, with nothing started; the agent's runs a manager started for
+    it, and the key's own, take nested runs."""
+    other_key = api.post(
+        f"{BASE}/agents/{world.agent.pk}/keys", tokens.manager, {"label": "other"}
+    ).json()
+    others_run = api.post("/api/runs", other_key["key"]).json()
+    before = Run.objects.count()
+    for parent in (world.run2.pk, others_run["id"], world.reviewer_run.pk):
+        response = api.post("/api/runs", key["key"], {"parentRunId": parent})
+        assert response.status_code == 404 and error_code(response) == "not_found", parent
+        assert parent not in response.json()["error"]["hint"]
+    assert Run.objects.count() == before
+    assert not AuditEvent.objects.filter(
+        action="run.create", details__key=key["id"]
+    ).exists()
+
+    # The agent's run a manager started (world.run) takes it, and so does the key's own.
+    nested = api.post("/api/runs", key["key"], {"parentRunId": world.run.pk})
+    assert nested.status_code == 201 and nested.json()["topLevelRunId"] == world.run.pk
+    own = api.post("/api/runs", key["key"]).json()
+    deeper = api.post("/api/runs", key["key"], {"parentRunId": own["id"]}).json()
+    assert deeper["topLevelRunId"] == own["id"]
+
+
+def test_revoking_a_key_finishes_the_runs_it_opened(api, tokens, world, key):
+    """A revoked key leaves nothing running: its runs (nested ones too) are finished as
+    failed with their tokens revoked at once; runs a manager started stay running."""
+    first = api.post("/api/runs", key["key"]).json()
+    nested = api.post("/api/runs", key["key"], {"parentRunId": first["id"]}).json()
+    second_token = services.token_create(actor=None, run=Run.objects.get(pk=first["id"]))[1]
+    for token in (first["token"], nested["token"], second_token):
+        assert api.tool("memory_status", token).status_code == 200
+    deleted = api.call("DELETE", f"{BASE}/agents/{world.agent.pk}/keys/{key['id']}", tokens.manager)
+    assert deleted.status_code == 204
+    for token in (first["token"], nested["token"], second_token):
+        assert error_code(api.tool("memory_status", token)) == "auth_invalid"
+    for run_id in (first["id"], nested["id"]):
+        run = Run.objects.get(pk=run_id)
+        assert run.status == RunStatus.FAILED and run.finished_at is not None
+        event = AuditEvent.objects.get(action="run.status", target_ref=run_id)
+        assert event.details["reason"] == "key_revoked"
+    assert Run.objects.get(pk=world.run.pk).status == RunStatus.RUNNING
+    revoked = AuditEvent.objects.get(action="key.revoke", target_ref=key["id"])
+    assert revoked.details["runs_finished"] == 2
 
 
 def test_a_run_a_key_started_reports_its_step_and_end_with_its_own_token(
@@ -196,7 +245,11 @@ def test_a_retired_agents_keys_stop_and_its_work_stays(api, tokens, world, key):
     assert error_code(api.post(url, tokens.manager, {"label": "again"})) == "memory_forbidden"
     response = api.post(f"{BASE}/runs", tokens.manager, {"agentId": world.agent.pk})
     assert error_code(response) == "memory_forbidden"
-    assert AuditEvent.objects.get(action="agent.retire").details == {"keys_revoked": 1}
+    assert AuditEvent.objects.get(action="agent.retire").details == {
+        "keys_revoked": 1,
+        "runs_finished": 1,
+    }
+    assert Run.objects.get(pk=started["id"]).status == RunStatus.FAILED
 
 
 def test_a_manager_renames_an_agent(api, tokens, world):

@@ -161,6 +161,10 @@ def test_a_revoked_or_retired_key_is_a_401_and_open_sessions_end(mcp_url, world,
         assert answer.status_code == 401, answer.text
         assert answer.json()["error"]["code"] == "auth_invalid"
         assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+    # The open session's run ended with the key: finished, its token revoked at once.
+    run = Run.objects.get(mcp_session=session)
+    assert run.status == RunStatus.FAILED
+    assert not ApiToken.objects.filter(run=run, revoked_at__isnull=True).exists()
 
     fresh, fresh_secret = services.key_create(
         actor=world.as_manager, agent=world.agent, label="Fresh"

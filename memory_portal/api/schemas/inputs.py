@@ -385,7 +385,9 @@ class RunStartIn(Strict):
     taskKey: str | None = Field(None, max_length=64)
     task: TaskIn | None = None
     parentRunId: str | None = Field(
-        None, description="A running run of this project to nest under (shares its quota)."
+        None,
+        description="A running run to nest under (shares its scratchpad and quota): one this "
+        "key started, or one a manager started for the key's agent; any other id is a 404.",
     )
 
 

@@ -11,13 +11,14 @@ from typing import Unpack
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .. import tokens
 from ..access import require_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..errors import invalid
+from ..errors import MemoryPortalError, invalid
 from ..models import Agent, AgentKey, Run, RunStatus
 from ..validation import NAME_MAX, require_name
 from ._common import audit
@@ -70,8 +71,9 @@ def agent_change(
 
 
 def agent_retire(*, actor: Actor, agent: Agent) -> Agent:
-    """Retire an agent: its keys stop working at once (revoked with it) and it starts no new
-    runs; its notes, runs and their tokens stay as they are."""
+    """Retire an agent: its keys stop working at once (revoked with it, and the runs they
+    opened finished: `_finish_key_runs`) and it starts no new runs; its notes stay, and runs a
+    manager started for it are its orchestrator's to finish."""
     require_manager(actor, agent.project)
     if agent.retired_at is not None:
         return agent
@@ -79,15 +81,15 @@ def agent_retire(*, actor: Actor, agent: Agent) -> Agent:
     with transaction.atomic():
         agent.retired_at = now
         agent.save(update_fields=["retired_at"])
-        revoked = AgentKey.objects.filter(agent=agent, revoked_at__isnull=True).update(
-            revoked_at=now
-        )
+        keys = AgentKey.objects.filter(agent=agent, revoked_at__isnull=True)
+        runs = _finish_key_runs(keys)
+        revoked = keys.update(revoked_at=now)
         audit(
             actor=actor,
             action=AuditAction.AGENT_RETIRE,
             project=agent.project,
             target=agent.pk,
-            details={"keys_revoked": revoked},
+            details={"keys_revoked": revoked, "runs_finished": runs},
         )
     return agent
 
@@ -113,22 +115,63 @@ def key_create(*, actor: Actor, agent: Agent, label: str) -> tuple[AgentKey, str
 
 
 def key_revoke(*, actor: Actor, key: AgentKey) -> AgentKey:
-    """Revoke a key at once: it starts no more runs and opens no more sessions (the runs it
-    started keep their own tokens until they finish)."""
+    """Revoke a key at once: it starts no more runs and opens no more sessions, and the runs it
+    opened (its MCP sessions included) are finished with it, their tokens revoked, in the same
+    transaction: a leaked key leaves nothing running behind it."""
     require_manager(actor, key.agent.project)
     if key.revoked_at is not None:
         return key
     with transaction.atomic():
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        runs = _finish_key_runs(AgentKey.objects.filter(pk=key.pk))
         audit(
             actor=actor,
             action=AuditAction.KEY_REVOKE,
             project=key.agent.project,
             target=key.pk,
-            details={"agent": key.agent_id},
+            details={"agent": key.agent_id, "runs_finished": runs},
         )
     return key
+
+
+def _finish_key_runs(keys) -> int:
+    """Finish the running runs the `keys` opened, as `failed` (a person cut them off: what
+    they wrote shows a failed producer, for review) with the reason `key_revoked`; their tokens
+    are revoked with them. The number finished."""
+    runs = Run.objects.filter(agent_key__in=keys, status=RunStatus.RUNNING).select_related(
+        "project"
+    )
+    finished = 0
+    for run in runs.order_by("started_at"):
+        run_update(actor=None, run=run, status=RunStatus.FAILED, reason="key_revoked")
+        finished += 1
+    return finished
+
+
+def _parent_of(key: AgentKey, parent_id: str) -> Run:
+    """The run `parent_id` a run of the key may nest under: one the same key started, or one
+    of the key's agent a manager (an orchestrator) started for it — never another agent's run,
+    nor a run another key of the agent opened. Anything else is the 404 of an unknown id, so a
+    run id read off a note's provenance reveals nothing (nor lends its slots, budget, quota or
+    scratchpad)."""
+    parent = (
+        Run.objects.filter(pk=parent_id, agent_id=key.agent_id)
+        .filter(Q(agent_key=key) | Q(agent_key__isnull=True))
+        .first()
+    )
+    if parent is None:
+        raise MemoryPortalError(
+            "not_found",
+            f"No run {parent_id} of this key's agent.",
+            hint="Nest under a run this key started (its id is in the POST /api/runs answer).",
+        )
+    if parent.status != RunStatus.RUNNING:
+        raise invalid(
+            "parentRunId",
+            f"Run {parent.pk} has finished ({parent.status}); nest under a running one.",
+        )
+    return parent
 
 
 def key_run_start(
@@ -138,20 +181,12 @@ def key_run_start(
     mcp_session: str = "",
     **run_fields: Unpack[RunFields],
 ) -> tuple[Run, str]:
-    """A top-level (or, nested under the running run `parent_id` of the project) run of the
+    """A top-level (or, nested under the running run `parent_id`: _parent_of) run of the
     key's agent and its token, as an orchestrator's `run_start` makes them: every run rule
     holds. The run is audited as the agent's, naming the key."""
     agent = key.agent
     if parent_id:
-        parent = Run.objects.filter(pk=parent_id, project_id=agent.project_id).first()
-        if parent is None:
-            raise invalid("parentRunId", f"No run {parent_id} in this project.")
-        if parent.status != RunStatus.RUNNING:
-            raise invalid(
-                "parentRunId",
-                f"Run {parent.pk} has finished ({parent.status}); nest under a running one.",
-            )
-        run_fields["parent"] = parent
+        run_fields["parent"] = _parent_of(key, parent_id)
     with transaction.atomic():
         run = run_create(actor=None, agent=agent, audited=False, **run_fields)
         run.agent_key = key

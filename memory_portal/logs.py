@@ -1,6 +1,7 @@
 """Logging's request edge: one line per request (method, URL pattern, status, duration, the
-actor's ids) under a request id that every line logged while serving it carries, and the JSON
-format (`LOG_FORMAT=json`, python-json-logger) that writes one object a line.
+client's address, the actor's ids) under a request id that every line logged while serving it
+carries, and the JSON format (`LOG_FORMAT=json`, python-json-logger) that writes one object a
+line.
 
 What a line may hold is an allowlist (`JsonFormatter.FIELDS`): a record's other attributes —
 Django's own `request`, whose text includes the query string, or anything a library passes as
@@ -19,6 +20,8 @@ import time
 import uuid
 from contextvars import ContextVar
 
+from django.conf import settings
+from django.core.signals import request_finished
 from django.utils.functional import empty
 from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
 
@@ -45,7 +48,7 @@ class JsonFormatter(_LibraryJsonFormatter):
 
     FIELDS = (
         "time", "level", "logger", "message", "request_id", "method", "route", "status",
-        "duration_ms", "user_id", "agent_id", "run_id", "exc_info",
+        "duration_ms", "client", "user_id", "agent_id", "run_id", "exc_info",
     )  # fmt: skip
 
     def __init__(self, *args, **kwargs):
@@ -70,6 +73,22 @@ class JsonFormatter(_LibraryJsonFormatter):
                 del log_data[name]
 
 
+def client_address(request) -> str:
+    """The client's address. Directly exposed, REMOTE_ADDR: X-Forwarded-For is whatever the
+    client sends, and trusting it would let anyone pick a fresh address per attempt. Behind
+    MEMORY_PORTAL_PROXY_HOPS trusted proxies (MEMORY_PORTAL_BEHIND_PROXY), each appending the
+    address it saw, REMOTE_ADDR is the nearest proxy for everyone: the client is the entry that
+    many places from the right — what the outermost proxy saw; anything left of it is the
+    client's own say. A request with fewer entries came in past the outer proxies: its
+    leftmost entry is the nearest proxy's view of the client."""
+    if settings.BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+        if hops:
+            return hops[-min(settings.PROXY_HOPS, len(hops))]
+    return request.META.get("REMOTE_ADDR", "") or "unknown"
+
+
 def request_id_of(request) -> str:
     sent = request.headers.get(REQUEST_HEADER, "")
     return sent if _REQUEST_ID_SHAPE.fullmatch(sent) else uuid.uuid4().hex
@@ -90,39 +109,47 @@ def actor_ids(request) -> dict[str, object]:
     return {}
 
 
+def _request_served(**_kwargs) -> None:
+    """The request's id is cleared once its response is closed, not when the middleware
+    returns: Django logs a 4xx / 5xx (`django.request`, "Not Found: …") after the middleware
+    chain has answered, and that line belongs to the request too."""
+    request_id_var.set("")
+
+
+request_finished.connect(_request_served, dispatch_uid="memory_portal.logs.request_served")
+
+
 class RequestLogMiddleware:
-    """The first middleware: the request's id set for every line logged while it is served,
-    sent back in X-Request-ID; then the time until its response starts, as the request-time
-    metric and as one log line."""
+    """The first middleware: the request's id set for every line logged while it is served
+    (until its response is closed: `_request_served`), sent back in X-Request-ID; then the
+    time until its response starts, as the request-time metric and as one log line."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         request.request_id = request_id_of(request)
-        context = request_id_var.set(request.request_id)
+        request_id_var.set(request.request_id)
         started = time.perf_counter()
-        try:
-            response = self.get_response(request)
-            elapsed = time.perf_counter() - started
-            route = metrics.route_of(request)
-            metrics.REQUEST_SECONDS.labels(route=route).observe(elapsed)
-            response[REQUEST_HEADER] = request.request_id
-            fields = {
-                "method": request.method,
-                "route": route,
-                "status": response.status_code,
-                "duration_ms": round(elapsed * 1000, 1),
-                **actor_ids(request),
-            }
-            request_log.info(
-                "%s %s %s %.1f ms",
-                request.method,
-                route,
-                response.status_code,
-                fields["duration_ms"],
-                extra=fields,
-            )
-            return response
-        finally:
-            request_id_var.reset(context)
+        response = self.get_response(request)
+        elapsed = time.perf_counter() - started
+        route = metrics.route_of(request)
+        metrics.REQUEST_SECONDS.labels(route=route).observe(elapsed)
+        response[REQUEST_HEADER] = request.request_id
+        fields = {
+            "method": request.method,
+            "route": route,
+            "status": response.status_code,
+            "duration_ms": round(elapsed * 1000, 1),
+            "client": client_address(request),
+            **actor_ids(request),
+        }
+        request_log.info(
+            "%s %s %s %.1f ms",
+            request.method,
+            route,
+            response.status_code,
+            fields["duration_ms"],
+            extra=fields,
+        )
+        return response

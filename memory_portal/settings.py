@@ -245,6 +245,15 @@ SECURE_HSTS_PRELOAD = HTTPS
 BEHIND_PROXY = env_bool("MEMORY_PORTAL_BEHIND_PROXY", False)
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# How many trusted proxies, one behind the other, append the address they saw to
+# X-Forwarded-For (a load balancer in front of each host's proxy: 2). The client's address is
+# that many entries from the right (memory_portal.logs.client_address).
+PROXY_HOPS = env_int("MEMORY_PORTAL_PROXY_HOPS", 1)
+if PROXY_HOPS < 1:
+    raise ImproperlyConfigured(
+        f"MEMORY_PORTAL_PROXY_HOPS must be 1 or more, not {PROXY_HOPS} (without a proxy, set "
+        "MEMORY_PORTAL_BEHIND_PROXY=false)."
+    )
 
 # No shared cache: login throttling counts in its own table (dashboard.LoginThrottle), made by
 # `migrate` like every other table, so Django's per-process default cache is all that is left.
@@ -296,6 +305,9 @@ LOGGING = {
         "mcp": {"level": "WARNING"},
         # runserver's request lines (their paths carry query strings): memory_portal.request.
         "django.server": {"level": "WARNING"},
+        # Django's own handlers for it (a plain console line under DEBUG, mail to ADMINS) are
+        # dropped: its lines go through the root's handler, in LOG_FORMAT, like every other.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
     },
 }
 

@@ -83,6 +83,7 @@ PRODUCTION_LOGGING = textwrap.dedent(
     django.setup()
     from django.test import Client
     Client().get("/healthz", HTTP_X_REQUEST_ID="abc-123")
+    Client().get("/no-such-page/", HTTP_X_REQUEST_ID="rid-404")
     logging.getLogger("memory_portal.x").warning("with %s", "a value")
     """
 )
@@ -96,8 +97,14 @@ def test_log_format_json_writes_one_object_a_line(tmp_path):
     request = next(line for line in lines if line["logger"] == "memory_portal.request")
     assert request["route"] == "healthz" and request["status"] == 200
     assert request["request_id"] == "abc-123" and request["method"] == "GET"
+    assert request["client"] == "127.0.0.1"  # the test client's REMOTE_ADDR
     assert isinstance(request["duration_ms"], float) and request["time"]
-    assert any(line["message"] == "with a value" for line in lines)
+    # Django's own line for a 4xx is logged after the middleware has answered: it carries
+    # the request's id all the same, and a line logged after the request carries none.
+    not_found = next(line for line in lines if line["logger"] == "django.request")
+    assert not_found["request_id"] == "rid-404" and not_found["level"] == "WARNING"
+    after = next(line for line in lines if line["message"] == "with a value")
+    assert after["request_id"] == ""
     text = run([sys.executable, "-c", PRODUCTION_LOGGING], {**env, "LOG_FORMAT": "text"})
     assert "[abc-123] GET healthz 200" in text.stderr
     bad = run([sys.executable, "-c", PRODUCTION_LOGGING], {**env, "LOG_FORMAT": "xml"})

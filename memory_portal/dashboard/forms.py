@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from memory_portal.logs import client_address
 from memory_portal.memory import services
 from memory_portal.memory.ids import is_public_id
 from memory_portal.memory.models import RunStatus, Stage, stage_is_eligible
@@ -34,7 +35,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         username = self.cleaned_data.get("username")
         if username is None or not self.cleaned_data.get("password"):
             return super().clean()  # a field is missing or invalid: no password is checked
-        address = throttling.client_address(self.request)
+        address = client_address(self.request)
         # The attempt is counted before the password is checked, so concurrent attempts
         # cannot all pass a check made before any of them failed.
         if not throttling.attempt_begin(username, address):

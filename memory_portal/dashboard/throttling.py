@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -20,19 +19,6 @@ from .models import LoginThrottle
 FAILURES_PER_USER_AND_ADDRESS = 5
 FAILURES_PER_ADDRESS = 50
 WINDOW_SECONDS = 15 * 60
-
-
-def client_address(request) -> str:
-    """The client's address. Directly exposed, REMOTE_ADDR: X-Forwarded-For is whatever the
-    client sends, and trusting it would let anyone pick a fresh address per attempt. Behind
-    the reverse proxy (MEMORY_PORTAL_BEHIND_PROXY), REMOTE_ADDR is the proxy for everyone, so
-    the last X-Forwarded-For entry — the address the proxy itself saw — is used instead."""
-    if settings.BEHIND_PROXY:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-        hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
-        if hops:
-            return hops[-1]
-    return request.META.get("REMOTE_ADDR", "") or "unknown"
 
 
 def _digest(text: str) -> str:

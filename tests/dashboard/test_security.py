@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from memory_portal.dashboard.models import LoginThrottle
 from memory_portal.memory import services
 from memory_portal.memory.models import AuditEvent, MemorySetting, Note
 
@@ -179,6 +180,46 @@ def test_behind_the_proxy_the_forwarded_address_is_throttled(world, settings):
         attempt("wrong", "198.51.100.7")
     assert attempt("pw-12345!", "198.51.100.7").status_code == 429
     assert attempt("pw-12345!", "198.51.100.8").status_code == 302
+
+
+def test_behind_two_proxies_the_client_is_the_address_the_outer_one_saw(world, settings):
+    """A load balancer in front of each host's proxy: the proxy appends the balancer's address
+    to what the balancer sent, so the last hop is the balancer for everyone. With
+    MEMORY_PORTAL_PROXY_HOPS=2 one client's failures lock out that client only, and what the
+    client itself puts in X-Forwarded-For changes nothing."""
+    settings.BEHIND_PROXY = True
+    settings.PROXY_HOPS = 2
+    balancer = "10.0.0.5"
+
+    def attempt(password, client_ip, claimed="", username=None):
+        forwarded = ", ".join(filter(None, [claimed, client_ip, balancer]))
+        return Client().post(
+            reverse("login"),
+            {"username": username or world.manager.username, "password": password},
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR=forwarded,
+        )
+
+    def fail_from(client_ip):
+        for i in range(throttling_failures_per_address()):
+            attempt("wrong", client_ip, claimed=f"192.0.2.{i}", username=f"guess-{i}")
+
+    # Counted as one proxy, everyone is the balancer: one client's failures lock out all.
+    settings.PROXY_HOPS = 1
+    fail_from("198.51.100.7")
+    assert attempt("pw-12345!", "198.51.100.8").status_code == 429
+    LoginThrottle.objects.all().delete()
+
+    settings.PROXY_HOPS = 2
+    fail_from("198.51.100.7")
+    assert attempt("pw-12345!", "198.51.100.7").status_code == 429
+    assert attempt("pw-12345!", "198.51.100.8").status_code == 302
+
+
+def throttling_failures_per_address() -> int:
+    from memory_portal.dashboard import throttling
+
+    return throttling.FAILURES_PER_ADDRESS
 
 
 @pytest.mark.parametrize("name", ["dashboard:projects", "dashboard:audit"])

@@ -322,6 +322,10 @@ MEMORY_PORTAL = {
     "PROJECT_NOTE_CAP": env_int("MEMORY_PROJECT_NOTE_CAP", 2000),
     "RUN_NOTE_QUOTA": env_int("MEMORY_RUN_NOTE_QUOTA", 128),
     "RUN_CALL_BUDGET": env_int("MEMORY_RUN_CALL_BUDGET", 512),
+    # An import's check: the most lines a file may have, and the seconds its check may take
+    # (memory/portability/checks.py); either past, a 400 import_limit.
+    "IMPORT_MAX_LINES": env_int("MEMORY_PORTAL_IMPORT_MAX_LINES", 50_000),
+    "IMPORT_CHECK_SECONDS": env_float("MEMORY_PORTAL_IMPORT_CHECK_SECONDS", 20),
     # Calls of one top-level run in flight at once, and how long the next waits for one to
     # end before 429 memory_run_busy (memory/run_slots.py; 0 lifts the limit).
     "RUN_IN_FLIGHT": env_int("MEMORY_RUN_IN_FLIGHT", 8),

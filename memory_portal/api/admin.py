@@ -454,28 +454,65 @@ class ImportQuery(Schema):
         pattern=SLUG_PATTERN,
         description="import into this project instead of the one the file names (ids remapped)",
     )
+    dryRun: bool = Field(
+        False,
+        description="check the whole file and answer what the import would do (the members "
+        "it would add among it), writing nothing",
+    )
+    grantMembers: bool = Field(
+        False,
+        description="confirm the members the file adds to the project it creates (the dry "
+        "run lists them); without it such an import is refused. Member lines never change "
+        "an existing project's members.",
+    )
 
 
 @router.post("/import", response=responses({200: s.ImportOut}), url_name="admin-import")
 def project_import(request, params: Query[ImportQuery]):
     """Import a project's memory from an export: the NDJSON file as the request body
     (`application/x-ndjson`, up to MEMORY_PORTAL_IMPORT_MAX_BYTES, 32 MB by default). The whole
-    file is checked first — a 400 lists every bad line and nothing is written; caps and the
-    secret scan apply; importing the same file twice changes nothing. Superusers."""
-    from memory_portal.memory.portability import ImportInvalid, decoded_lines
-    from memory_portal.memory.portability import project_import as import_lines
+    file is checked first — a 400 lists every bad line and nothing is written; the check
+    itself is bounded (lines, nesting, seconds: 400 `import_limit`); caps and the secret scan
+    apply; importing the same file twice changes nothing. Into a project the import creates,
+    the file's member lines give their roles only when confirmed (`grantMembers=true`, after a
+    `dryRun=true` that lists them; else 400 `import_members_unconfirmed`); into an existing
+    project they are never applied. Superusers."""
+    from memory_portal.memory.portability import ImportInvalid, ImportJob, decoded_lines
 
     actor = person(request)
     try:
         lines = decoded_lines(request)  # the body, line by line, unparsed
-        report = import_lines(actor=actor, lines=lines, project_slug=params.project)
+        job = ImportJob(
+            actor=actor,
+            lines=lines,
+            project_slug=params.project,
+            grant_members=params.grantMembers,
+        )
     except ImportInvalid as exc:
         problems = [{"line": number, "message": message} for number, message in exc.shown()]
         return json_error(exc.refusal(), lines=problems)
+    exists = job.project_exists()
+    members = [
+        {"username": m.username, "role": m.role, "account": m.account}
+        for m in ([] if exists else job.members())
+    ]
+    if params.dryRun:
+        return {
+            "project": job.slug,
+            "createdProject": not exists,
+            "remapped": job.remap,
+            "dryRun": True,
+            "lines": job.lines_by_type(),
+            "members": members,
+        }
+    report = job.run()
     return {
         "project": report.project,
         "createdProject": report.created_project,
         "remapped": report.remapped,
         "inserted": report.counts,
         "unchanged": report.unchanged,
+        "members": [
+            {"username": name, "role": role, "account": True} for name, role in report.members
+        ],
     }

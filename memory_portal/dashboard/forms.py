@@ -252,3 +252,9 @@ class ImportForm(forms.Form):
         help_text="Empty: the project the file names, its ids kept (a restore). Another id "
         "makes a copy with new ids; a project of that id is created if there is none.",
     )
+    grant_members = forms.BooleanField(
+        label="Give the file's members their roles in the new project",
+        required=False,
+        help_text="Only for a project the import creates; Check the file lists who and with "
+        "what role. An existing project's members never change.",
+    )

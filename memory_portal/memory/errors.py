@@ -58,6 +58,12 @@ CODES: dict[str, ErrorCode] = {
     "memory_evidence_invalid": ErrorCode(400, "Cite a regular file at the pinned revision."),
     "memory_recovery_not_found": ErrorCode(404, "List recoveries for a valid rec_ id."),
     "memory_revert_undone": ErrorCode(409, "Revert the run again if its notes must go."),
+    "import_limit": ErrorCode(400, "Send a file made by memory_export."),
+    "import_members_unconfirmed": ErrorCode(
+        400,
+        "Check who the file makes members (the dry run lists them), then confirm: "
+        "grantMembers=true (memory_import --grant-members; the dashboard's checkbox).",
+    ),
     "scratchpad_full": ErrorCode(409, "Clear completed items first."),
     "review_running": ErrorCode(
         409, "Wait for the running review to finish; its result shows on the agent's page."

@@ -39,10 +39,12 @@ def test_an_administrator_checks_then_imports_a_file(open_page, world, make_user
     view.page.get_by_label("Into project (optional)").fill("acme-copy")
     view.page.get_by_role("button", name="Check the file").click()
     expect(view.page.get_by_role("heading", name="The file is fine")).to_be_visible()
+    expect(view.page.get_by_role("heading", name="Members of the new project")).to_be_visible()
     assert not Project.objects.filter(slug="acme-copy").exists()
     view.screenshot(f"import-checked-{width}")
     assert not axe_violations(view.page)
 
+    view.page.get_by_label("Give the file's members their roles in the new project").check()
     view.page.get_by_role("button", name="Import now").click()
     expect(view.page.get_by_role("heading", name="Imported", exact=True)).to_be_visible()
     expect(view.page.locator("#import-progress progress")).to_have_attribute("value", "100")

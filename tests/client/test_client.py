@@ -151,7 +151,13 @@ def test_export_and_import_through_the_client(live_server, manager, portal, worl
     assert data.startswith(b'{"type": "header"') or b'"header"' in data.splitlines()[0]
     admin_token = _admin_token(make_user)
     with Client(live_server.url, admin_token) as admin:
-        result = admin.import_file(data, project="acme-copy")
+        dry = admin.import_file(data, project="acme-copy", dry_run=True)
+        assert dry.dry_run and dry.created_project and not dry.inserted
+        assert {(p.username, p.role) for p in dry.members} >= {(world.manager.username, "manager")}
+        with pytest.raises(MemoryPortalError) as unconfirmed:
+            admin.import_file(data, project="acme-copy")
+        assert unconfirmed.value.code == "import_members_unconfirmed"
+        result = admin.import_file(data, project="acme-copy", grant_members=True)
         assert result.created_project and result.remapped and result.inserted["note"] == 1
         again = admin.import_file(data, project="acme-copy")
         assert again.unchanged["note"] == 1 and not again.inserted.get("note")

@@ -52,11 +52,15 @@ def test_the_dry_run_says_what_would_be_imported_and_writes_nothing(world, make_
     assert "1 note, " in body and "Into a new project <code>acme-copy</code>" in body
     assert "with new ids (a copy)" in body and "Import now" in body
     assert "<html" not in body  # the report alone, for the page's script
+    # Who the import would make members of the new project, and with what role.
+    assert "Members of the new project" in body
+    assert f"<code>{world.manager.username}</code></td><td data-label=\"Role\">manager" in body
     assert not Project.objects.filter(slug="acme-copy").exists()
 
     same = admin.post(CHECK, {"file": export_file(world)}).content.decode()  # no JavaScript
     assert "<html" in same and "Into the existing project <code>acme-web</code>" in same
     assert "ids kept" in same and "Import now" not in same
+    assert "an import never changes an existing project's members" in same
 
 
 def test_a_bad_file_is_refused_line_by_line(world, make_user):
@@ -82,7 +86,8 @@ def test_a_bad_file_is_refused_line_by_line(world, make_user):
 def test_the_import_streams_its_phases_then_the_report(world, make_user):
     write_note(world, "Carried over with a progress bar")
     admin = admin_client(make_user)
-    response = admin.post(RUN, {"file": export_file(world), "project": "acme-copy"}, **STREAM)
+    form = {"file": export_file(world), "project": "acme-copy", "grant_members": "on"}
+    response = admin.post(RUN, form, **STREAM)
     assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
     events = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
     phases = [e["phase"] for e in events]
@@ -90,6 +95,7 @@ def test_the_import_streams_its_phases_then_the_report(world, make_user):
     assert set(phases[1:-2]) <= {"vectors"}
     assert events[0]["lines"] > 5
     assert "Created project" in events[-1]["html"] and "acme-copy" in events[-1]["html"]
+    assert "Members added" in events[-1]["html"]
     copy = Project.objects.get(slug="acme-copy")
     assert Note.objects.filter(project=copy, content="Carried over with a progress bar").exists()
 
@@ -108,7 +114,13 @@ def test_a_refused_file_is_answered_before_any_stream(world, make_user):
 
 def test_the_plain_import_answers_with_the_page(world, make_user):
     admin = admin_client(make_user)
-    response = admin.post(RUN, {"file": export_file(world), "project": "acme-copy"})
+    unconfirmed = admin.post(RUN, {"file": export_file(world), "project": "acme-copy"})
+    text = unconfirmed.content.decode()
+    assert unconfirmed.status_code == 400 and "Nothing was imported" in text
+    assert f"{world.manager.username} (manager)" in text
+    assert not Project.objects.filter(slug="acme-copy").exists()
+    form = {"file": export_file(world), "project": "acme-copy", "grant_members": "on"}
+    response = admin.post(RUN, form)
     body = response.content.decode()
     assert response.status_code == 200 and "<html" in body and "Created project" in body
     assert 'href="/p/acme-copy/"' in body

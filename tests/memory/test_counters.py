@@ -104,11 +104,16 @@ def test_counters_equal_a_fresh_count_after_every_kind_of_change(world):
     assert (review.counts["merged"], review.counts["expired"], review.counts["lifted"]) == (1, 1, 1)
     # Import: into a new project and again into the same one (nothing new).
     lines = list(project_export(actor=None, project=w.project))
-    step("import", lambda: project_import(actor=None, lines=lines, project_slug="acme-copy"))
+    step(
+        "import",
+        lambda: project_import(
+            actor=None, lines=lines, project_slug="acme-copy", grant_members=True
+        ),
+    )
     copy = MemorySetting.objects.get(project__slug="acme-copy").project
     assert_exact(copy)
     assert project_counts(project=copy) == project_counts(project=w.project)
-    project_import(actor=None, lines=lines, project_slug="acme-copy")
+    project_import(actor=None, lines=lines, project_slug="acme-copy", grant_members=True)
     assert_exact(copy)
     # Deleting an application takes its notes; a reset empties the memory.
     app_note = step(

@@ -234,7 +234,9 @@ def test_any_hostile_file_is_refused_or_leaves_a_working_project(hostile_base, d
 
 def _import_or_refuse(lines: list[str], admin: Actor) -> None:
     try:
-        report = project_import(actor=None, lines=lines, project_slug="hostile-copy")
+        report = project_import(
+            actor=None, lines=lines, project_slug="hostile-copy", grant_members=True
+        )
     except ImportInvalid:
         assert not Project.objects.filter(slug="hostile-copy").exists()
         return
@@ -261,7 +263,7 @@ def test_an_export_lists_the_members_and_a_restore_brings_them_back(filled):  # 
         (filled.manager.username, "manager"), (filled.member.username, "member")
     }
     services.project_delete(actor=None, project=filled.project, confirm="acme-web")
-    report = project_import(actor=None, lines=lines)  # the forget is credited to the manager
+    report = project_import(actor=None, lines=lines, grant_members=True)  # credits the manager
     assert report.counts["member"] == 2
     assert set(Membership.objects.filter(project__slug="acme-web").values_list(
         "user__username", "role")) == {(filled.manager.username, "manager"),

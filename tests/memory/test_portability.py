@@ -87,7 +87,7 @@ def test_export_lines_follow_the_schema_and_carry_no_tokens(filled):
 def test_round_trip_into_a_fresh_project_keeps_ids_and_content(filled):
     first = export(filled.project)
     services.project_delete(actor=None, project=filled.project, confirm="acme-web")
-    report = project_import(actor=None, lines=first)
+    report = project_import(actor=None, lines=first, grant_members=True)
     assert report.created_project and not report.remapped
     assert report.counts["note"] == 6 and report.counts["recovery"] == 1
     again = export(Project.objects.get(slug="acme-web"))
@@ -97,7 +97,7 @@ def test_round_trip_into_a_fresh_project_keeps_ids_and_content(filled):
 
 def test_import_twice_changes_nothing(filled):
     lines = export(filled.project)
-    project_import(actor=None, lines=lines, project_slug="acme-copy")
+    project_import(actor=None, lines=lines, project_slug="acme-copy", grant_members=True)
     copy = Project.objects.get(slug="acme-copy")
     before = (
         export(copy),
@@ -115,7 +115,9 @@ def test_import_twice_changes_nothing(filled):
 
 def test_another_slug_remaps_every_id_consistently(filled):
     lines = export(filled.project)
-    report = project_import(actor=None, lines=lines, project_slug="acme-copy")
+    report = project_import(
+        actor=None, lines=lines, project_slug="acme-copy", grant_members=True
+    )
     assert report.remapped
     copy = Project.objects.get(slug="acme-copy")
     originals = set(Note.objects.filter(project=filled.project).values_list("pk", flat=True))
@@ -165,7 +167,7 @@ def test_the_cap_holds_on_import(filled, settings):
 def test_commands_export_and_import(filled, tmp_path, capsys):
     path = tmp_path / "acme.jsonl"
     call_command("memory_export", "acme-web", stdout=path.open("w"))
-    call_command("memory_import", str(path), "--project", "acme-copy")
+    call_command("memory_import", str(path), "--project", "acme-copy", "--grant-members")
     assert "Created project acme-copy (ids remapped)" in capsys.readouterr().out
     assert Note.objects.filter(project__slug="acme-copy").count() == 6
 

@@ -42,7 +42,10 @@ def test_export_and_import_report_progress_on_stderr(world, tmp_path):
     path = tmp_path / "export.jsonl"
     path.write_text(out.getvalue())
     out, err = io.StringIO(), io.StringIO()
-    call_command("memory_import", str(path), "--project", "acme-copy", stdout=out, stderr=err)
+    call_command(
+        "memory_import", str(path), "--project", "acme-copy", "--grant-members",
+        stdout=out, stderr=err,
+    )  # fmt: skip
     phases = err.getvalue()
     assert "reading and checking the file" in phases and "writing, in one transaction" in phases
     assert "vectors: " in phases and " notes in " in phases  # the vectors' bar, then its total

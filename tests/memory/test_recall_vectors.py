@@ -246,7 +246,9 @@ def test_memory_embed_backfills_missing_and_stale_vectors_once(world, capsys, st
 def test_an_import_stores_vectors(world):
     services.fact_save(actor=world.as_agent, text=FACT)
     lines = list(project_export(actor=None, project=world.project))
-    report = project_import(actor=None, lines=lines, project_slug="imported-copy")
+    report = project_import(
+        actor=None, lines=lines, project_slug="imported-copy", grant_members=True
+    )
     assert report.counts["note"] >= 1
     copy = Note.objects.get(project__slug="imported-copy", content=FACT)
     _stored(copy.pk)

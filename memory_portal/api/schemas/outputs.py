@@ -474,12 +474,31 @@ class ErrorBody(Schema):
     )
 
 
+class ImportMemberOut(Schema):
+    username: str
+    role: str
+    account: bool = Field(description="a person of that username is here (else: skipped)")
+
+
 class ImportOut(Schema):
     project: str
-    createdProject: bool
+    createdProject: bool = Field(description="the import creates (created) the project")
     remapped: bool
-    inserted: dict[str, int] = Field(description="records inserted, by type")
-    unchanged: dict[str, int] = Field(description="records already there, by type")
+    dryRun: bool = Field(False, description="a dry run: nothing was written")
+    lines: dict[str, int] = Field(
+        default_factory=dict, description="a dry run: the file's lines, by record type"
+    )
+    inserted: dict[str, int] = Field(
+        default_factory=dict, description="records inserted, by type"
+    )
+    unchanged: dict[str, int] = Field(
+        default_factory=dict, description="records already there, by type"
+    )
+    members: list[ImportMemberOut] = Field(
+        default_factory=list,
+        description="the people given a role in the created project (a dry run: who would "
+        "be); empty for an existing project, whose members an import never changes",
+    )
 
 
 class ErrorOut(Schema):

@@ -76,21 +76,28 @@ def _job(request, actor) -> tuple[ImportForm, ImportJob | None, dict]:
         return form, None, {}
     try:
         lines = decoded_lines(form.cleaned_data["file"])
-        job = ImportJob(actor=actor, lines=lines, project_slug=form.cleaned_data["project"] or None)
+        job = ImportJob(
+            actor=actor,
+            lines=lines,
+            project_slug=form.cleaned_data["project"] or None,
+            grant_members=form.cleaned_data["grant_members"],
+        )
     except ImportInvalid as exc:
         return form, None, {"problems": exc.shown(), "refusal": exc.refusal()}
     return form, job, {}
 
 
 def _summary(job: ImportJob) -> dict:
+    exists = job.project_exists()
     return {
         "lines": job.line_count,
         "counts": count_phrase(job.lines_by_type()),
         "from_project": job.header.project,
         "into": job.slug,
-        "exists": job.project_exists(),
+        "exists": exists,
         "remapped": job.remap,
         "vectors": job.to_embed,
+        "members": job.members(),
     }
 
 

@@ -9,6 +9,8 @@ and the limits of the write protocol. Every problem names its line and field."""
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -43,36 +45,125 @@ from .format import (
     line_type,
 )
 
+# Bounds on the check itself, so that no file — however built — holds a worker for long or
+# grows it without bound: the lines of a file (a full project's export is far below it), the
+# nesting of one line (an export nests 3 deep), the problems collected before the check stops
+# (the answer lists SHOWN), and the seconds the check may take.
+MAX_DEPTH = 400
+MAX_PROBLEMS = 1000
+MAX_LINE_CHARS = 64 * 1024  # a note line of 8,000 characters written as \u escapes: 48 KB
+LIMIT_HINTS = {
+    "lines": "Split the file, or raise MEMORY_PORTAL_IMPORT_MAX_LINES for a larger project.",
+    "depth": "An export nests a few levels deep; send a file made by memory_export.",
+    "time": "Send a file made by memory_export, or raise MEMORY_PORTAL_IMPORT_CHECK_SECONDS.",
+}
+
 
 class ImportInvalid(Exception):
     """The file was refused before anything was written; `errors` is every bad line, as
-    `(line number or None for the file as a whole, message)`."""
+    `(line number or None for the file as a whole, message)`. `limit` names the check's own
+    bound the file hit (`lines`, `depth`, `time`: LIMIT_HINTS), when that is why."""
 
     SHOWN = 200  # problems listed in an answer (the API's, the dashboard's)
 
-    def __init__(self, errors: list[tuple[int | None, str]]):
+    def __init__(self, errors: list[tuple[int | None, str]], *, limit: str | None = None):
         super().__init__(f"{len(errors)} bad line(s)")
         self.errors = errors
+        self.limit = limit
 
     def shown(self) -> list[tuple[int | None, str]]:
         return [(number or None, message) for number, message in self.errors[: self.SHOWN]]
 
     def refusal(self) -> MemoryPortalError:
+        if self.limit is not None:
+            return MemoryPortalError(
+                "import_limit",
+                f"{self.errors[-1][1].capitalize()}; nothing was imported.",
+                hint=LIMIT_HINTS[self.limit],
+                field="body",
+                reason=self.limit,
+            )
         count, shown = len(self.errors), min(len(self.errors), self.SHOWN)
+        counted = f"{MAX_PROBLEMS:,}+" if count >= MAX_PROBLEMS else str(count)
         return MemoryPortalError(
             "memory_invalid",
-            f"{count} problem(s) in the file; nothing was imported"
+            f"{counted} problem(s) in the file; nothing was imported"
             + (f" (the first {shown} are listed)." if count > shown else "."),
             hint="Fix the listed lines and send the whole file again.",
             field="body",
         )
 
 
-def parse(lines: Iterable[str]) -> tuple[list[tuple[int, BaseModel]], list[tuple[int, str]]]:
+class CheckBudget:
+    """The check's clock and its tally of problems: `tick()` between lines refuses the file
+    (ImportInvalid, limit `time`) once MEMORY_PORTAL_IMPORT_CHECK_SECONDS have passed; `full`
+    says MAX_PROBLEMS were found, so the check stops collecting."""
+
+    def __init__(self, seconds: float | None = None):
+        seconds = settings.MEMORY_PORTAL["IMPORT_CHECK_SECONDS"] if seconds is None else seconds
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds
+
+    def tick(self, errors: list) -> None:
+        if time.monotonic() > self.ends:
+            errors.append((None, f"the check took longer than {self.seconds:g} seconds"))
+            raise ImportInvalid(errors, limit="time")
+
+    @staticmethod
+    def full(errors: list) -> bool:
+        return len(errors) >= MAX_PROBLEMS
+
+
+def max_lines() -> int:
+    return settings.MEMORY_PORTAL["IMPORT_MAX_LINES"]
+
+
+def too_many_lines(number: int) -> ImportInvalid:
+    return ImportInvalid(
+        [(number, f"the file has more than {max_lines():,} lines")], limit="lines"
+    )
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nested_deeper(raw: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON text `raw` opens more than `limit` arrays and objects inside each other
+    (outside its strings): such a line is refused before it is decoded, which would recurse
+    that deep. Only a line with that many brackets in it is scanned."""
+    if raw.count("[") + raw.count("{") <= limit:
+        return False
+    depth = 0
+    for bracket in _BRACKET.finditer(_JSON_STRING.sub("", raw)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def parse(
+    lines: Iterable[str], budget: CheckBudget | None = None
+) -> tuple[list[tuple[int, BaseModel]], list[tuple[int, str]]]:
+    """Each line read against its model: (the records, the problems). Within the check's
+    bounds: at most IMPORT_MAX_LINES lines and MAX_DEPTH levels in a line (else ImportInvalid
+    with that limit), and collecting stops at MAX_PROBLEMS problems."""
+    budget = budget or CheckBudget()
     records: list[tuple[int, BaseModel]] = []
     errors: list[tuple[int, str]] = []
+    most = max_lines()
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        if number > most:
+            raise too_many_lines(number)
+        if number % 100 == 0:
+            budget.tick(errors)
+        if not raw.strip() or budget.full(errors):
+            continue
+        if nested_deeper(raw):
+            errors.append((number, f"nested more than {MAX_DEPTH} levels deep"))
+            raise ImportInvalid(errors, limit="depth")
+        if len(raw) > MAX_LINE_CHARS:
+            errors.append((number, f"longer than {MAX_LINE_CHARS:,} characters"))
             continue
         try:
             data = json.loads(raw)
@@ -191,10 +282,19 @@ def _in_file_problems(records: list[tuple[int, BaseModel]]) -> Iterator[tuple[in
                 )
 
 
-def check(records: list[tuple[int, BaseModel]], errors: list[tuple[int, str]]) -> None:
+def check(
+    records: list[tuple[int, BaseModel]],
+    errors: list[tuple[int, str]],
+    budget: CheckBudget | None = None,
+) -> None:
     """Whole-file rules: every value through the gate, the header first, one project, the file
-    against itself, references inside the file, the limits of the write protocol."""
+    against itself, references inside the file, the limits of the write protocol. Within the
+    check's time (CheckBudget); once MAX_PROBLEMS are found the rest is not looked at."""
+    budget = budget or CheckBudget()
     for number, r in records:
+        budget.tick(errors)
+        if budget.full(errors):
+            return
         errors.extend((number, problem) for problem in value_problems("", r))
     errors.extend(_in_file_problems(records))
     if not records or not isinstance(records[0][1], HeaderLine):

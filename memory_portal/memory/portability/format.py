@@ -3,16 +3,18 @@ JSON Schema (docs/export-format-v1.schema.json), and how a line's fields map to 
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from ..models import Kind, Role, Scope, Stage, Status, Target, Trust
 from ..validation import ARCHIVE_REASON_MAX, DAY_ROW_MAX, SLUG_MAX, SLUG_PATTERN, SUMMARY_MAX
 
 FORMAT = "memory-portal/export"
+EVENT_DETAILS_MAX = 4096
 VERSION = 1
 ID = Annotated[str, Field(min_length=5, max_length=40, pattern=r"^[a-z]{3}_[0-9a-z]{1,36}$")]
 # An id or nothing (an event without a recovery record): remapped like an id when present.
@@ -145,6 +147,14 @@ class EventLine(Line):
     recoveryId: ID_OR_EMPTY
     details: dict
     at: datetime
+
+    @field_validator("details")
+    @classmethod
+    def _small(cls, details: dict) -> dict:
+        # An audit row's details are a few ids and counts: a large one is no export's.
+        if len(json.dumps(details, separators=(",", ":"))) > EVENT_DETAILS_MAX:
+            raise ValueError(f"longer than {EVENT_DETAILS_MAX:,} characters as JSON")
+        return details
 
 
 class EndLine(Line):

@@ -34,7 +34,7 @@ from ..models import (
 )
 from ..validation import day_row_identity, stamp_identity
 from . import format as fmt
-from .checks import ImportInvalid, check, parse
+from .checks import CheckBudget, ImportInvalid, check, max_lines, parse, too_many_lines
 
 
 @dataclass
@@ -44,6 +44,17 @@ class ImportReport:
     remapped: bool = False
     counts: dict[str, int] = field(default_factory=dict)  # inserted, by record type
     unchanged: dict[str, int] = field(default_factory=dict)  # already there, by record type
+    members: list[tuple[str, str]] = field(default_factory=list)  # (username, role) added
+
+
+@dataclass(frozen=True)
+class MemberGrant:
+    """A member line of the file: the role it would give `username` in a new project, and
+    whether an account of that name is here (none: nobody to give it to)."""
+
+    username: str
+    role: str
+    account: bool
 
 
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
@@ -69,17 +80,28 @@ class ImportJob:
     one transaction under the project's lock. Superusers only (`actor=None` is the operator
     running a command)."""
 
-    def __init__(self, *, actor: Actor | None, lines: Iterable[str], project_slug: str | None):
+    def __init__(
+        self,
+        *,
+        actor: Actor | None,
+        lines: Iterable[str],
+        project_slug: str | None,
+        grant_members: bool = False,
+    ):
         if actor is not None:
             require_administrator(actor, "import a project")
         self.actor = actor
-        records, errors = parse(lines)
-        check(records, errors)
+        self.grant_members = grant_members
+        budget = CheckBudget()
+        records, errors = parse(lines, budget)
+        check(records, errors, budget)
         header = next((r for _, r in records if isinstance(r, fmt.HeaderLine)), None)
         if header is not None and not errors:
             # Only a file whose every value passed the gate is looked up in the database (a
             # NUL in a username would fail the query itself).
-            errors.extend(_credit_problems(records, project_slug or header.project))
+            slug = project_slug or header.project
+            new = not Project.objects.filter(slug=slug).exists()
+            errors.extend(_credit_problems(records, slug, members_listed=new))
         if errors:
             raise ImportInvalid(sorted(errors))
         self.header = header
@@ -108,6 +130,19 @@ class ImportJob:
 
     def project_exists(self) -> bool:
         return Project.objects.filter(slug=self.slug).exists()
+
+    def members(self) -> list[MemberGrant]:
+        """The file's member lines, for the person importing to see before anything is
+        written: into a new project each role is given (once they confirm: `grant_members`);
+        into an existing one none is (its members are its managers' to change)."""
+        lines = self.by_type.get(fmt.MemberLine, [])
+        User = get_user_model()
+        here = set(
+            User.objects.filter(
+                **{f"{User.USERNAME_FIELD}__in": [m.username for m in lines]}
+            ).values_list(User.USERNAME_FIELD, flat=True)
+        )
+        return [MemberGrant(m.username, m.role, m.username in here) for m in lines]
 
     def embed(self) -> Iterator[tuple[int, int]]:
         """The notes' vectors, batch by batch, outside any transaction (never under the
@@ -143,6 +178,9 @@ class ImportJob:
         report = ImportReport(project=slug, remapped=remap)
         with transaction.atomic():
             project = Project.objects.filter(slug=slug).first()
+            grants = [] if project is not None else [m for m in self.members() if m.account]
+            if grants and not self.grant_members:
+                raise members_unconfirmed(slug, grants)
             if project is None:
                 source = by_type[fmt.ProjectLine][0]
                 project = Project.objects.create(
@@ -153,7 +191,9 @@ class ImportJob:
                 )
                 report.created_project = True
             with project_change(project, actor=self.actor) as change:
-                _import_rows(project, by_type, new_id, report, vectors=self.vectors)
+                _import_rows(
+                    project, by_type, new_id, report, vectors=self.vectors, grants=grants
+                )
                 if sum(report.counts.values()):
                     change.changed(
                         wrote_note=bool(report.counts.get("note")),
@@ -169,13 +209,31 @@ class ImportJob:
                         "created_project": report.created_project,
                         "inserted": report.counts,
                         "unchanged": report.unchanged,
+                        "members_added": [
+                            {"username": name, "role": role} for name, role in report.members
+                        ],
                     },
                 )
         return report
 
 
+def members_unconfirmed(slug: str, grants: list[MemberGrant]) -> MemoryPortalError:
+    named = ", ".join(f"{m.username} ({m.role})" for m in grants[:20])
+    more = f" and {len(grants) - 20} more" if len(grants) > 20 else ""
+    return MemoryPortalError(
+        "import_members_unconfirmed",
+        f"The file makes {len(grants)} people members of the new project {slug}: "
+        f"{named}{more}. Nothing was imported.",
+        field="grantMembers",
+    )
+
+
 def project_import(
-    *, actor: Actor | None, lines: Iterable[str], project_slug: str | None = None
+    *,
+    actor: Actor | None,
+    lines: Iterable[str],
+    project_slug: str | None = None,
+    grant_members: bool = False,
 ) -> ImportReport:
     """Import an export (an ImportJob run through): the whole file is validated first
     (ImportInvalid lists every bad line; nothing is written), then one transaction under the
@@ -183,15 +241,24 @@ def project_import(
     nothing. Into the project the file names, ids are kept; into another (`project_slug`),
     every id is remapped, stably. Users are matched by username (none: left empty);
     repositories by slug; runs are not part of the format, so the notes keep their run ids as
-    text (producer status `unknown`). Superusers only (`actor=None`: the operator)."""
-    return ImportJob(actor=actor, lines=lines, project_slug=project_slug).run()
+    text (producer status `unknown`). Member lines give their roles only to a project the
+    import creates, and only with `grant_members` (the person importing has seen them:
+    ImportJob.members); into an existing project they are never applied. Superusers only
+    (`actor=None`: the operator)."""
+    return ImportJob(
+        actor=actor, lines=lines, project_slug=project_slug, grant_members=grant_members
+    ).run()
 
 
 def decoded_lines(raw_lines: Iterable[bytes]) -> list[str]:
     """An uploaded file's lines as text; a line that is not UTF-8 refuses the file by its
-    number (ImportInvalid), as any other bad line."""
+    number (ImportInvalid), as any other bad line, and so does a file of more lines than
+    IMPORT_MAX_LINES (empty ones count: reading them is the cost) once it has read one more."""
     lines: list[str] = []
+    most = max_lines()
     for number, raw in enumerate(raw_lines, start=1):
+        if number > most:
+            raise too_many_lines(number)
         try:
             lines.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
@@ -199,10 +266,10 @@ def decoded_lines(raw_lines: Iterable[bytes]) -> list[str]:
     return lines
 
 
-def _credit_problems(records: list, slug: str) -> list[tuple[int, str]]:
+def _credit_problems(records: list, slug: str, *, members_listed: bool) -> list[tuple[int, str]]:
     """People the file credits (a veto, an authorship, a forget) must be members of the project
-    the file goes into — already, or through one of its member lines — or administrators. A
-    username nobody has here is left uncredited, as before."""
+    the file goes into — already, or, into a new project (`members_listed`), through one of its
+    member lines — or administrators. A username nobody has here is left uncredited."""
     credited = []
     for number, r in records:
         if isinstance(r, fmt.NoteLine):
@@ -228,7 +295,11 @@ def _credit_problems(records: list, slug: str) -> list[tuple[int, str]]:
             project__slug=slug, user_id__in=[pk for pk, _ in found.values()]
         ).values_list("user_id", flat=True)
     )
-    listed = {r.username for _, r in records if isinstance(r, fmt.MemberLine)}
+    listed = (
+        {r.username for _, r in records if isinstance(r, fmt.MemberLine)}
+        if members_listed
+        else set()
+    )
     problems = []
     for number, where, name in credited:
         if name not in found:
@@ -236,7 +307,9 @@ def _credit_problems(records: list, slug: str) -> list[tuple[int, str]]:
         pk, admin = found[name]
         if not (admin or pk in members or name in listed):
             problems.append((number, f"{where}: {name} is not a member of project {slug}; add "
-                             "them to it, or list them in a member line of the file"))  # fmt: skip
+                             "them to it first"
+                             + (", or list them in a member line of the file"
+                                if members_listed else "")))  # fmt: skip
     return problems
 
 
@@ -252,6 +325,7 @@ def _import_rows(
     report: ImportReport,
     *,
     vectors: tuple[dict[str, bytes], str] = ({}, ""),
+    grants: list[MemberGrant] = (),
 ) -> None:
     from ..services.vectors import note_text
 
@@ -267,15 +341,14 @@ def _import_rows(
         )
         apps[line.slug] = app.pk
         _count(report, "application", created)
-    for line in by_type.get(fmt.MemberLine, []):
-        user_id = users.get(line.username)
-        if user_id is None:  # nobody of that name here: nothing to give the role to
-            _count(report, "member", False)
-            continue
-        _, created = Membership.objects.get_or_create(
-            user_id=user_id, project=project, defaults={"role": line.role}
-        )
-        _count(report, "member", created)
+    # Roles only for a project the import creates, as confirmed (`grants`); other member lines
+    # (an existing project, no account of that name here) change nothing.
+    for grant in grants:
+        Membership.objects.create(user_id=users[grant.username], project=project, role=grant.role)
+        report.members.append((grant.username, grant.role))
+        _count(report, "member", True)
+    for _ in range(len(by_type.get(fmt.MemberLine, [])) - len(grants)):
+        _count(report, "member", False)
     for line in by_type.get(fmt.AgentLine, []):
         agent_id = new_id(line.id)
         existing = Agent.objects.filter(pk=agent_id).first()

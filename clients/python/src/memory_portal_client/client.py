@@ -451,9 +451,23 @@ class _Routes:
         path = f"/api/admin/projects/{_seg(project)}/export"
         return self._send(_Call("GET", path, raw=True))
 
-    def import_file(self, data: bytes, *, project: str | None = None) -> m.ImportResult:
-        """An export imported (administrators); `project`: into a new project of that id."""
-        params = {"project": project} if project else None
+    def import_file(
+        self,
+        data: bytes,
+        *,
+        project: str | None = None,
+        dry_run: bool = False,
+        grant_members: bool = False,
+    ) -> m.ImportResult:
+        """An export imported (administrators); `project`: into a new project of that id.
+        `dry_run`: checked only, answering what it would do (`members` it would add);
+        `grant_members`: confirms those members for a project the import creates (without
+        it such an import is refused, `import_members_unconfirmed`)."""
+        params = {
+            **({"project": project} if project else {}),
+            **({"dryRun": "true"} if dry_run else {}),
+            **({"grantMembers": "true"} if grant_members else {}),
+        } or None
         return self._send(
             _Call(
                 "POST", "/api/admin/import", content=data, params=params,

@@ -525,13 +525,27 @@ class RevertUndo(Model):
 
 
 @dataclass(frozen=True)
+class ImportMember(Model):
+    """A person the import gives a role in the project it creates (or would: a dry run)."""
+
+    __schema__ = "ImportMemberOut"
+    username: str
+    role: str
+    account: bool
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass(frozen=True)
 class ImportResult(Model):
     __schema__ = "ImportOut"
     project: str
     created_project: bool
     remapped: bool
-    inserted: dict[str, int]
-    unchanged: dict[str, int]
+    dry_run: bool = False
+    lines: dict[str, int] = field(default_factory=dict)
+    inserted: dict[str, int] = field(default_factory=dict)
+    unchanged: dict[str, int] = field(default_factory=dict)
+    members: list[ImportMember] = field(default_factory=list)
     raw: dict[str, Any] = _raw()
 
 
@@ -544,5 +558,6 @@ MODELS: list[type[Model]] = [
     ToolDefinition, Tools, Evidence, Entry, Recovery, Page, DailyDates, WriteResult, Status,
     Forgotten, Restored, ScratchpadItem, Scratchpad, Memory, MemoryList, RecalledMemory, Recall,
     Run, AgentKey, AgentKeyRow, AgentKeyList, Member, Created, RepositoryLink, Setting,
-    ProjectNote, ProjectMemory, NoteState, RevertNote, Revert, RevertUndo, ImportResult,
+    ProjectNote, ProjectMemory, NoteState, RevertNote, Revert, RevertUndo, ImportMember,
+    ImportResult,
 ]  # fmt: skip

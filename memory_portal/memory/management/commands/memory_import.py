@@ -1,6 +1,9 @@
-"""`manage.py memory_import FILE [--project NEW-SLUG]`: import an export, as the operator
-(superuser). The whole file is checked first; a bad file is reported line by line and nothing
-is written. Importing the same file twice changes nothing. Progress goes to stderr."""
+"""`manage.py memory_import FILE [--project NEW-SLUG] [--grant-members]`: import an export, as
+the operator (superuser). The whole file is checked first; a bad file is reported line by line
+and nothing is written. Importing the same file twice changes nothing. Into a project the
+import creates, the file's member lines give their roles only with --grant-members (without
+it the import is refused, naming them); an existing project's members never change. Progress
+goes to stderr."""
 
 import sys
 import time
@@ -20,8 +23,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--project", metavar="NEW-SLUG", help="import into this project (ids are remapped)"
         )
+        parser.add_argument(
+            "--grant-members",
+            action="store_true",
+            help="give the file's members their roles in the project the import creates",
+        )
 
-    def handle(self, *args, file: str, project: str | None, **options):
+    def handle(
+        self, *args, file: str, project: str | None, grant_members: bool = False, **options
+    ):
         started = time.monotonic()
 
         def say(phase: str) -> None:  # progress on stderr: stdout is the report
@@ -34,7 +44,9 @@ class Command(BaseCommand):
             else:
                 with open(file, "rb") as handle:
                     lines = decoded_lines(handle)
-            job = ImportJob(actor=None, lines=lines, project_slug=project)
+            job = ImportJob(
+                actor=None, lines=lines, project_slug=project, grant_members=grant_members
+            )
             say(f"checked {job.line_count:,} lines")
             with Progress("vectors", total=job.to_embed, unit="note", stream=self.stderr) as bar:
                 for done, _ in job.embed():
@@ -54,3 +66,5 @@ class Command(BaseCommand):
             f"{verb} project {report.project}{' (ids remapped)' if report.remapped else ''}: "
             f"inserted {report.counts}, already there {report.unchanged}."
         )
+        for name, role in report.members:
+            self.stdout.write(f"  member added: {name} ({role})")

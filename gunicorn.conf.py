@@ -18,7 +18,12 @@ def _int(name: str, default: int) -> int:
 
 bind = os.environ.get("MEMORY_PORTAL_BIND", "127.0.0.1:8000")
 # Processes for the cores (the work is mostly database round trips), threads for the waits.
-workers = _int("WEB_CONCURRENCY", max(2, multiprocessing.cpu_count()))
+# SQLite serves one process: the per-run limit of calls in flight is counted in the process
+# (memory/run_slots.py), and its one writer at a time gains nothing from more processes.
+# There, one worker, whatever WEB_CONCURRENCY says (`check --deploy` warns of it:
+# memory_portal.W002); its threads still absorb the waits.
+SQLITE = not os.environ.get("DATABASE_URL", "").strip()
+workers = 1 if SQLITE else _int("WEB_CONCURRENCY", max(2, multiprocessing.cpu_count()))
 worker_class = "gthread"
 # A client's keep-alive connection stays with one worker, so each worker needs threads to
 # spare beyond those waiting on a busy project: 16 per worker keeps other projects fast while

@@ -1,9 +1,12 @@
-"""Deployment checks that would otherwise surface as a 500 on every page: with hashed static
-file names (DEBUG off), every page's `{% static %}` needs the manifest `collectstatic` writes.
-`manage.py check --deploy` reports it (memory_portal.E001), and the WSGI application refuses to
-start without it (`refuse_to_start_without_collected_static`), naming the command to run."""
+"""Deployment checks. Static files that would otherwise surface as a 500 on every page: with
+hashed static file names (DEBUG off), every page's `{% static %}` needs the manifest
+`collectstatic` writes. `manage.py check --deploy` reports it (memory_portal.E001), and the WSGI
+application refuses to start without it (`refuse_to_start_without_collected_static`), naming the
+command to run. And SQLite asked to serve several processes (memory_portal.W002)."""
 
 from __future__ import annotations
+
+import os
 
 from django.apps import apps
 from django.contrib.staticfiles import finders
@@ -53,3 +56,23 @@ def refuse_to_start_without_collected_static() -> None:
     problem = static_problem()
     if problem is not None:
         raise ImproperlyConfigured(f"{problem} {COLLECT_HINT}")
+
+
+def one_process_on_sqlite(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """SQLite serves one process: gunicorn.conf.py runs one worker on it, so a WEB_CONCURRENCY
+    of more is not what runs (and the per-run limit of calls in flight is counted in that one
+    process)."""
+    from django.db import connections
+
+    wanted = os.environ.get("WEB_CONCURRENCY", "").strip()
+    if connections["default"].vendor != "sqlite" or not wanted.isdigit() or int(wanted) <= 1:
+        return []
+    return [
+        checks.Warning(
+            f"WEB_CONCURRENCY={wanted} on SQLite: gunicorn.conf.py runs one worker on SQLite "
+            "(it serves one process; the per-run limit of calls in flight is counted there).",
+            hint="Set DATABASE_URL to PostgreSQL for several processes or hosts, or drop "
+            "WEB_CONCURRENCY; the worker's threads (MEMORY_PORTAL_THREADS) absorb waits.",
+            id="memory_portal.W002",
+        )
+    ]

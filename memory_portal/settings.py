@@ -157,9 +157,12 @@ if DATABASE_URL:
     if _db["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL (or unset for SQLite).")
     _db.setdefault("OPTIONS", {})
-    _db["OPTIONS"]["options"] = (
-        f"-c lock_timeout={DB_LOCK_TIMEOUT_MS} -c statement_timeout={DB_STATEMENT_TIMEOUT_MS}"
-    )
+    # The session's bounds are set when a connection opens (memory_portal/database.py); the
+    # client's TCP keepalives here.
+    from memory_portal.database import client_keepalives
+
+    for _name, _value in client_keepalives().items():
+        _db["OPTIONS"].setdefault(_name, _value)
     # A database host that does not answer fails a connection in seconds, not minutes.
     _db["OPTIONS"].setdefault("connect_timeout", env_int("MEMORY_PORTAL_DB_CONNECT_TIMEOUT", 5))
     _db["CONN_HEALTH_CHECKS"] = True

@@ -530,3 +530,21 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.note_ref or self.target_ref}"
+
+
+class RunSlot(models.Model):
+    """One call of a top-level run in flight, on PostgreSQL (memory/run_slots.py): a row per
+    slot taken, deleted when the call ends — or, when its host died or froze mid-call, taken
+    over by the next call once `expires_at` has passed. Unlogged: the rows are worth nothing
+    after a database restart."""
+
+    pk = models.CompositePrimaryKey("run_id", "slot")
+    run_id = models.CharField(max_length=40)
+    slot = models.SmallIntegerField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memory_run_slot"
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.slot}"

@@ -4,13 +4,15 @@ the budget; other runs are not held up; a slot comes free when its call ends."""
 
 from __future__ import annotations
 
+import io
+import os
 import threading
 from contextlib import contextmanager
 
 import pytest
 
 from memory_portal.memory import services
-from memory_portal.memory.models import Note, Run, ToolCallCount
+from memory_portal.memory.models import Note, Run, RunSlot, ToolCallCount
 from memory_portal.memory.run_slots import call_slot
 
 from .conftest import error_code
@@ -74,6 +76,7 @@ def test_the_next_call_of_a_full_run_is_a_429_that_takes_nothing(api, tokens, wo
     assert run.tool_calls == 0 and not ToolCallCount.objects.filter(run=run).exists()
     again = api.tool("memory_write", tokens.agent, WRITE)  # the slots came free
     assert again.status_code == 200 and again.json()["created"]
+    assert not RunSlot.objects.exists()  # a call gives its slot back when it ends
 
 
 def test_a_nested_run_shares_its_top_level_runs_slots(api, world, two_slots):
@@ -96,3 +99,92 @@ def test_a_call_waits_for_a_slot_within_its_bound(api, tokens, world, settings):
         answer = api.tool("memory_status", tokens.agent, {})
         waited = time.monotonic() - started
     assert answer.status_code == 200 and 0.3 <= waited < 3
+
+
+# A process whose threads (a database connection each, as a server's) take a run's slots; it
+# says so, and then waits to be frozen or killed.
+TAKER = """
+import sys, threading, time, django
+django.setup()
+from memory_portal.memory.run_slots import call_slot
+count = int(sys.argv[2])
+taken = threading.Barrier(count + 1)
+def call():
+    with call_slot(sys.argv[1]):
+        taken.wait()
+        time.sleep(120)
+for _ in range(count):
+    threading.Thread(target=call, daemon=True).start()
+taken.wait(30)
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_frozen_hosts_slots_come_back_once_its_calls_could_no_longer_run(settings):
+    """A host frozen or cut off mid-call keeps its database connection open for hours in
+    PostgreSQL's eyes (TCP keepalive): slots held by that connection (session advisory locks)
+    kept the run refused everywhere until it came back. A slot is a row that stands for its
+    call only as long as the call could run (its time bound and a margin): here a real
+    process takes both of a run's slots and is frozen (SIGSTOP, its connection open), and the
+    run is served again seconds later."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from django.db import connection
+
+    from memory_portal.memory.errors import MemoryPortalError
+    from memory_portal.memory.run_slots import HOLD_MARGIN_SECONDS
+
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env = {
+        **os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "memory_portal.settings",
+        "MEMORY_RUN_IN_FLIGHT": "2", "MEMORY_CALL_TIMEOUT_MS": "1000",
+    }  # fmt: skip
+    settings.MEMORY_PORTAL = {
+        **settings.MEMORY_PORTAL, "RUN_IN_FLIGHT": 2, "RUN_IN_FLIGHT_WAIT_MS": 100
+    }  # fmt: skip
+    run_id = "run_frozenhost0000000000000000"
+    taker = subprocess.Popen(
+        [sys.executable, "-c", TAKER, run_id, "2"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert taker.stdout.readline().strip() == "held"
+        taken = time.monotonic()
+        os.kill(taker.pid, signal.SIGSTOP)  # frozen mid-call: its connection stays open
+        with pytest.raises(MemoryPortalError) as busy, call_slot(run_id):
+            pass
+        assert busy.value.code == "memory_run_busy"
+        with call_slot("run_anotherrun00000000000000000"):  # other runs are not held up
+            pass
+        served = None
+        while time.monotonic() - taken < 1 + HOLD_MARGIN_SECONDS + 5:
+            try:
+                with call_slot(run_id):
+                    served = time.monotonic() - taken
+                break
+            except MemoryPortalError:
+                time.sleep(0.2)
+        assert served is not None and served >= 1, served
+    finally:
+        taker.kill()
+        taker.wait(10)
+
+
+@pytest.mark.postgres
+def test_the_routine_runner_sweeps_slots_a_vanished_host_left(db):
+    from datetime import timedelta
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    now = timezone.now()
+    RunSlot.objects.create(run_id="run_gone", slot=0, expires_at=now - timedelta(hours=2))
+    RunSlot.objects.create(run_id="run_recent", slot=0, expires_at=now - timedelta(minutes=5))
+    call_command("memory_run_due_routines", stdout=io.StringIO())
+    assert list(RunSlot.objects.values_list("run_id", flat=True)) == ["run_recent"]

@@ -1,5 +1,6 @@
 """`manage.py memory_run_due_routines [--now ISO-TIME]`: run the daily reviews that are due,
-and finish the MCP sessions idle past MEMORY_PORTAL_MCP_IDLE_MINUTES. Safe to call from cron
+finish the MCP sessions idle past MEMORY_PORTAL_MCP_IDLE_MINUTES, and delete the run slots a
+vanished host left behind (memory/run_slots.py). Safe to call from cron
 every few minutes: a routine's day is claimed once, so overlapping copies never run it twice.
 With MEMORY_PORTAL_TASKS=database it only queues the reviews for `manage.py db_worker`."""
 
@@ -9,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from memory_portal.memory.models import ReviewRun
+from memory_portal.memory.run_slots import slots_sweep
 from memory_portal.memory.services import (
     routines_run_due,
     runs_finish_idle,
@@ -33,6 +35,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--now must be an ISO 8601 time, not {now!r}.") from exc
             if timezone.is_naive(moment):
                 moment = timezone.make_aware(moment, timezone.get_current_timezone())
+        slots_sweep()
         idle = runs_finish_idle(now=moment)
         if idle:
             self.stdout.write(f"{idle} idle MCP session(s) finished")

@@ -77,13 +77,13 @@ def on_exit(server):
 
 def post_worker_init(worker):
     """Before a worker takes its first request: the secret scanner's maintained rules compiled
-    (or read from their cache), the embedding model loaded and run once, and the thread that
-    stores written notes' vectors started, sweeping up any a killed worker left without one
-    (memory_portal/memory/services/vectors.py). A worker that replaces a crashed one would
-    otherwise pay for these inside the first writes and recalls it serves. (The URLconf is
-    imported by memory_portal/wsgi.py, for any WSGI server.)"""
-    from memory_portal.memory.secrets import maintained
+    (or read from their cache) and its tables built, the embedding model loaded and run once,
+    and the thread that stores written notes' vectors started, sweeping up any a killed
+    worker left without one (memory_portal/memory/services/vectors.py). A worker that
+    replaces a crashed one would otherwise pay for these inside the first writes and recalls
+    it serves. (The URLconf is imported by memory_portal/wsgi.py, for any WSGI server.)"""
+    from memory_portal.memory import secrets
     from memory_portal.memory.services.vectors import start_in_server
 
-    maintained.load()
+    secrets.load()
     start_in_server()

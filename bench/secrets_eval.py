@@ -1,7 +1,8 @@
 """Measure the secret scanner on its labelled corpus, side by side with outside scanners.
 
-The corpus is plain data in two halves (`SECRETS`, `HARMLESS`; tests/memory/secrets_set.py,
-written with the rules, and tests/memory/secrets_set_independent.py, written apart from them;
+The corpus is plain data in three parts (`SECRETS`, `HARMLESS`; tests/memory/secrets_set.py,
+written with the rules, tests/memory/secrets_set_independent.py, written apart from them, and
+tests/memory/secrets_set_obfuscated.py, secrets hidden by characters and encodings;
 docs/SECRETS.md). A secret counts as detected when `find_secret()` refuses it under any rule; the
 report also says whether each refusal named the rule its label expects (labels of None accept
 any). The outside scanners, each when installed, run in-process with their default rules:
@@ -31,9 +32,14 @@ def default_corpus_path() -> Path:
 
 
 def default_corpus_paths() -> list[Path]:
-    """Both halves: written with the rules, and written apart from them."""
+    """Every part: written with the rules, written apart from them, and secrets hidden by
+    characters and encodings (written before the scanner's normalising pass)."""
     folder = Path(settings.BASE_DIR) / "tests" / "memory"
-    return [folder / "secrets_set.py", folder / "secrets_set_independent.py"]
+    return [
+        folder / "secrets_set.py",
+        folder / "secrets_set_independent.py",
+        folder / "secrets_set_obfuscated.py",
+    ]
 
 
 def load_corpus(path: str | Path | None = None) -> dict[str, list[dict]]:

@@ -7,9 +7,17 @@ tail of vendor token shapes."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import html
+import json
 import logging
 import re
+import sys
 import threading
+import unicodedata
+from functools import cache
+from urllib.parse import unquote
 
 # Every pattern below is either anchored on a literal prefix or starts only at the beginning of
 # a token (lookbehind), and every open-ended repetition is bounded or possessive, so a scan stays
@@ -43,8 +51,9 @@ _REF = (
     r"|os\.|settings\.|process\.env|(?:env|environ|getenv|config|vault)\b)"
 )
 
-# A vendor prefix followed by a mask: `sk_live_xxxxxxxxxxxxxxxx`, `ghp_XXXXXXXXXXXXXXXX`.
-_PREFIXED_MASK = r"(?:[A-Za-z0-9]{1,12}[_-]){1,3}(?:x{8,}+|X{8,}+|\*{8,}+)"
+# A vendor prefix followed by a mask or an ellipsis: `sk_live_xxxxxxxxxxxxxxxx`,
+# `ghp_XXXXXXXXXXXXXXXX`, `sk-...`, `sk-proj-…`.
+_PREFIXED_MASK = r"(?:[A-Za-z0-9]{1,12}[_-]){1,3}(?:x{8,}+|X{8,}+|\*{8,}+|\.{3,}+|…)"
 
 _PLACEHOLDER = rf"(?:{_REF}|(?:{_WORDS}|{_MASK}|{_PREFIXED_MASK}){_TERM})"
 
@@ -379,6 +388,28 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("cli_password", _CLI_PASSWORD, 0),
         ("prose_password", _PROSE_PASSWORD, 0),
+        (
+            "prose_passphrase",
+            # A passphrase of plain words: quoted, or words joined by hyphens (diceware).
+            r"(?i:\bpass[ -]?phrase\b(?:[ \t]+(?:for|of|on)[ \t]+[^\n.:=]{1,40}?)?"
+            r"(?:[ \t]+(?:is|was|will[ \t]+be|stays)[ \t]+|[ \t]*[:=][ \t]*))"
+            r"(?P<secret>\"(?![^\"\n]*[<$%{])[^\"\n]{12,80}+\"|'(?![^'\n]*[<$%{])[^'\n]{12,80}+'"
+            r"|[A-Za-z]{3,12}(?:-[A-Za-z0-9]{2,12}){3,8}+(?![\w-]))",
+            0,
+        ),
+        (
+            "django_secret_key",
+            # Django's generated key: `django-insecure-` and 50 characters of its alphabet,
+            # parentheses included (which is why an assignment of it reads as code otherwise).
+            r"\bdjango-insecure-(?P<secret>[a-z0-9!@#$%^&*(\-_=+)]{30,}+)",
+            0,
+        ),
+        (
+            "twilio_auth_token",
+            # An account SID is public; the 32-hex auth token written next to it is not.
+            r"\bAC[0-9a-f]{32}\b[^\n]{0,60}?(?<![0-9A-Za-z])(?P<secret>[0-9a-f]{32})(?![0-9A-Za-z])",
+            0,
+        ),
         ("credential_assignment", _CREDENTIAL_ASSIGNMENT, re.IGNORECASE),
     )
 )
@@ -487,6 +518,9 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "redis-cli", "ldap",
     ),  # fmt: skip
     "prose_password": ("pass", "pwd", "login"),
+    "prose_passphrase": ("phrase",),
+    "django_secret_key": ("django-insecure-",),
+    "twilio_auth_token": ("ac",),
     "credential_assignment": ("pass", "pwd", "secret", "key", "token"),
 }
 _PREFILTERED = tuple((name, pattern, KEYWORDS.get(name)) for name, pattern in RULES)
@@ -502,17 +536,170 @@ def _own_rule(text: str) -> str | None:
     return None
 
 
-def find_secret(text: str) -> str | None:
-    """Return the NAME of the first rule that fires (e.g. "private_key", "aws_access_key",
-    "credential_assignment", or a maintained rule's id such as "kingfisher.twilio.1"), or None
-    when the text looks harmless. Never returns the matched text."""
-    if not text:
-        return None
+def _rule_in(text: str) -> str | None:
     name = _own_rule(text)
     if name is not None:
         return name
     found = maintained.findings(text)
     return found[0][0] if found else None
+
+
+def find_secret(text: str) -> str | None:
+    """Return the NAME of the first rule that fires (e.g. "private_key", "aws_access_key",
+    "credential_assignment", or a maintained rule's id such as "kingfisher.twilio.1"), or None
+    when the text looks harmless. Never returns the matched text. The text is scanned as sent,
+    then as a reader would see it and as its encoded runs decode (`hidden_views`)."""
+    if not text:
+        return None
+    name = _rule_in(text)
+    if name is not None:
+        return name
+    return _hidden_rule(text)
+
+
+# --- Secrets hidden from the rules ----------------------------------------------------------
+# A person reads past what a rule cannot: invisible characters inside a token, look-alike
+# letters from other scripts, fullwidth forms, accents, a token spaced out or broken over two
+# lines, escapes, and a credential file pasted as base64 or hex. Each text that passes the
+# rules as sent is scanned again as it reads (`unhidden`) and as its encoded runs decode; a
+# hit is reported under the rule that fires there.
+
+# Escapes in code and markup: `\u0070`, `\x70`, `&#112;`, `&#x70;`, `&amp;`, `%70`.
+_ESCAPE = re.compile(
+    r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}|&#[xX]?[0-9a-fA-F]{1,6};?|&[a-zA-Z]{2,8};|%[0-9a-fA-F]{2}"
+)
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
+# Eight or more single characters each followed by one space or tab: "g h p _ R 8 v K".
+_SPACED_RUN = re.compile(r"(?<!\S)(?:\S[ \t]){7,}+\S(?!\S)")
+# A line break inside a token: a line ending in 10 or more token characters, and a next line
+# that is nothing but 6 or more of them (the token's rest). Prose and lists seldom do that.
+_BROKEN_LINE = re.compile(
+    r"(?<=[\w+/-]{10})[ \t]*\r?\n[ \t]*(?=[\w+/-]{6,}+=*[ \t]*(?:\r?\n|\Z))"
+)
+# Runs long enough to hide a credential: 24+ base64 characters (18 bytes), 32+ hex digits.
+_BASE64_RUN = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{24,}+={0,2}+(?![\w+/=-])")
+_HEX_RUN = re.compile(r"(?<![0-9A-Za-z])(?:[0-9A-Fa-f]{2}){16,}+(?![0-9A-Za-z])")
+_MAX_DECODED = 16  # runs decoded per text
+
+
+@cache
+def _invisible_table() -> dict[int, None]:
+    """Every format (Cf: zero-width spaces and joiners, the soft hyphen, direction marks) and
+    combining (Mn, Me: accents) character, to delete."""
+    return {
+        cp: None
+        for cp in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(cp)) in ("Cf", "Mn", "Me")
+    }
+
+
+@cache
+def _confusables_table() -> dict[int, str]:
+    """Letters and digits of other scripts that look like an ASCII one (Cyrillic `р`, Greek
+    `ο`, …), mapped to it: Unicode's confusables as the `confusable-homoglyphs` package ships
+    them (TR39)."""
+    import confusable_homoglyphs
+
+    path = f"{confusable_homoglyphs.__path__[0]}/confusables.json"
+    with open(path, encoding="utf-8") as data:
+        confusables = json.load(data)
+    table = {}
+    for char, lookalikes in confusables.items():
+        if len(char) != 1 or char.isascii():
+            continue
+        for lookalike in lookalikes:
+            if len(lookalike["c"]) == 1 and lookalike["c"].isascii() and lookalike["c"].isalnum():
+                table[ord(char)] = lookalike["c"]
+                break
+    return table
+
+
+def _unescaped(text: str) -> str:
+    text = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+    if "&" in text:
+        text = html.unescape(text)
+    if "%" in text:
+        text = unquote(text)
+    return text
+
+
+def unhidden(text: str) -> str:
+    """`text` as a person reads it: escapes decoded; NFKD, format and combining characters
+    removed, look-alike letters mapped to ASCII, NFKC (fullwidth forms, ligatures,
+    no-break spaces); spaced-out runs closed up; tokens broken over two lines joined."""
+    if _ESCAPE.search(text):
+        text = _unescaped(text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text).translate(_invisible_table())
+        text = unicodedata.normalize("NFKC", text.translate(_confusables_table()))
+    text = _SPACED_RUN.sub(lambda m: re.sub(r"[ \t]", "", m.group()), text)
+    return _BROKEN_LINE.sub("", text) if "\n" in text else text
+
+
+def _decoded(run: bytes | None) -> str | None:
+    """A decoded run as text, when it is text (UTF-8, printable): else None."""
+    if not run:
+        return None
+    try:
+        decoded = run.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    printable = sum(1 for c in decoded if c.isprintable() or c in "\n\r\t")
+    return decoded if printable == len(decoded) else None
+
+
+def _decoded_runs(text: str):
+    """The text of each base64 or hex run of `text` that decodes to text."""
+    seen = 0
+    for match in _HEX_RUN.finditer(text):
+        found = _decoded(bytes.fromhex(match.group()))
+        if found is not None:
+            seen += 1
+            yield found
+        if seen >= _MAX_DECODED:
+            return
+    for match in _BASE64_RUN.finditer(text):
+        run = match.group()
+        try:
+            raw = base64.b64decode(
+                run + "=" * (-len(run) % 4), altchars=b"-_" if "-" in run or "_" in run else None
+            )
+        except (binascii.Error, ValueError):
+            continue
+        found = _decoded(raw)
+        if found is not None:
+            seen += 1
+            yield found
+        if seen >= _MAX_DECODED:
+            return
+
+
+def hidden_views(text: str):
+    """The readings of `text` the rules did not see as sent: as it reads (when that differs)
+    and the text its encoded runs decode to."""
+    shown = unhidden(text)
+    if shown != text:
+        yield shown
+    yield from _decoded_runs(text)
+    if shown != text:
+        yield from _decoded_runs(shown)
+
+
+def load() -> None:
+    """Everything the scanner builds once per process, built now (a server worker does it
+    before its first request): the maintained rules (seconds) and the tables of the second
+    reading (0.1 s)."""
+    maintained.load()
+    _invisible_table()
+    _confusables_table()
+
+
+def _hidden_rule(text: str) -> str | None:
+    for view in hidden_views(text):
+        name = _rule_in(view)
+        if name is not None:
+            return name
+    return None
 
 
 def scan_fields(fields: dict[str, str | None]) -> tuple[str, str] | None:
@@ -538,9 +725,27 @@ def _secret_span(match: re.Match[str]) -> tuple[int, int]:
 
 def redact(text: str) -> str:
     """Replace every secret-shaped span with "[REDACTED:<rule>]" and return the new text
-    (used on anything logged)."""
+    (used on anything logged). A secret only a hidden view shows (`hidden_views`) has no span
+    in the text: the line holding it is replaced, or the whole text when it spans lines."""
     if not text:
         return text
+    return _redact_hidden(_redact_shown(text))
+
+
+def _redact_hidden(text: str) -> str:
+    if _hidden_rule(text) is None:
+        return text
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        rule = _hidden_rule(line) if line else None
+        if rule is not None:
+            lines[number] = f"[REDACTED:{rule}]"
+    text = "\n".join(lines)
+    rule = _hidden_rule(text)
+    return text if rule is None else f"[REDACTED:{rule}]"
+
+
+def _redact_shown(text: str) -> str:
     spans: list[tuple[int, int, int]] = []
     lowered = text.lower()
     for rank, (_, pattern, keywords) in enumerate(_PREFILTERED):

@@ -61,13 +61,25 @@ def test_command_prints_the_floor_for_our_scanner_on_both_halves(table):
 
 def test_ours_is_reported_beside_at_least_two_outside_scanners_and_beats_each():
     output = run()
-    for table in (0, 1):
+    for table in (0, 1, 2):
         figures = rows(output, table)
         outside = {name: f for name, f in figures.items() if name != "ours"}
         assert {"Kingfisher", "Betterleaks"} <= set(outside), output
         for theirs in outside.values():
             assert figures["ours"]["detected"] >= theirs["detected"], output
             assert figures["ours"]["flagged"] <= theirs["flagged"], output
+
+
+def test_hidden_secrets_are_refused_with_no_false_positive():
+    """The obfuscated part (written before the normalising pass; 8 of 29 refused then, 2
+    look-alikes flagged): at most one secret let through — a spaced-out AWS secret after a key
+    named in words, which no rule reads even unspaced — and no look-alike flagged."""
+    output = run()
+    ours = rows(output, 2)["ours"]
+    corpus = load_corpus(secrets_eval.default_corpus_paths()[2])
+    assert ours["secrets"] == len(corpus["SECRETS"]) >= 29
+    assert ours["detected"] >= ours["secrets"] - 1, output
+    assert ours["flagged"] == 0, output
 
 
 def test_the_timing_line_is_printed():

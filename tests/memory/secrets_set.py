@@ -863,6 +863,32 @@ SECRETS = [
         "rule": "prose_password",
         "secret": "Rv7$Nm3qLp9w",
     },
+    {
+        "id": "prose-passphrase-quoted-words",
+        "text": 'The release signing passphrase is "orbit cactus meadow falcon" for now.',
+        "rule": "prose_passphrase",
+        "secret": "orbit cactus meadow falcon",
+    },
+    {
+        "id": "prose-passphrase-diceware",
+        "text": "passphrase for the offline backup key: ember-walrus-tidal-gorge",
+        "rule": "prose_passphrase",
+        "secret": "ember-walrus-tidal-gorge",
+    },
+    # --- Django's generated key and Twilio's account pair ---------------------------------------
+    {
+        "id": "django-insecure-key-with-parentheses",
+        "text": "SECRET_KEY = 'django-" + "insecure-k3(v9!x)q2=l7m+p4r_t8w^y1b-c6d@f0g#h5j'",
+        "rule": "django_secret_key",
+        "secret": "k3(v9!x)q2=l7m+p4r_t8w^y1b-c6d@f0g#h5j",
+    },
+    {
+        "id": "twilio-sid-then-auth-token",
+        "text": "twilio: account AC" + "8e2f4a6c1b3d5e7f9a0c2e4f6b8d1a3c, auth token "
+        "d4f6a8c0e2b4d6f8a0c2e4b6d8f0a2c4",
+        "rule": "twilio_auth_token",
+        "secret": "d4f6a8c0e2b4d6f8a0c2e4b6d8f0a2c4",
+    },
 ]
 
 HARMLESS = [
@@ -1181,4 +1207,14 @@ HARMLESS = [
     {"id": "command-substitution", "text": "token=$(gh auth token)"},
     {"id": "request-id", "text": "X-Request-Id: 0a129aee-e1cd-480d-b08d-4f48548ff48d"},
     {"id": "asset-hash", "text": "the bundle is app.4f9c2e7a1b3d5f60.js, cached for a year"},
+    # A passphrase mentioned, not given; Django's key read from the environment; a Twilio SID
+    # with the id of a message (34 characters, not 32 hex) beside it.
+    {"id": "passphrase-stored", "text": "The passphrase is stored in the team vault, not here."},
+    {"id": "passphrase-template", "text": 'passphrase: "${GPG_PASSPHRASE}" in the CI config'},
+    {"id": "django-key-from-env", "text": "SECRET_KEY = os.environ['DJANGO_SECRET_KEY']"},
+    {
+        "id": "twilio-sid-and-message-sid",
+        "text": "account AC" + "8e2f4a6c1b3d5e7f9a0c2e4f6b8d1a3c sent SM"
+        "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d",
+    },
 ]

@@ -11,7 +11,7 @@ from pydantic import Field
 from memory_portal.failures import json_error
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import require_manager
-from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.errors import MemoryPortalError, invalid
 from memory_portal.memory.services.revert import run_revert_latest
 from memory_portal.memory.validation import SLUG_MAX, SLUG_PATTERN
 
@@ -71,12 +71,18 @@ def memory_page(request, project_id: str, page: Query[PageQuery], filters: Query
 
 @router.put("/projects/{project_id}/memory", response=responses({204: None}))
 def memory_switch(request, project_id: str, body: s.EnabledIn):
-    """Enable or disable memory for the project."""
+    """Enable or disable memory for the project, and / or set its review policy (`open`, or
+    `hold`: an agent's learned note is served only to its own top-level run until a person
+    reviews it). Each is its own audited change."""
     actor, project = _project(request, project_id)
-    if body.enabled:
+    if body.enabled is None and body.reviewPolicy is None:
+        raise invalid("enabled", "Send enabled, reviewPolicy or both.")
+    if body.enabled is True:
         services.memory_enable(actor=actor, project=project)
-    else:
+    elif body.enabled is False:
         services.memory_disable(actor=actor, project=project)
+    if body.reviewPolicy is not None:
+        services.memory_policy_set(actor=actor, project=project, policy=body.reviewPolicy)
     return Status(204, None)
 
 
@@ -256,9 +262,12 @@ def _agent(request, project_id: str, agent_id: str):
 
 @router.patch("/projects/{project_id}/agents/{agent_id}", response=responses({204: None}))
 def agent_change(request, project_id: str, agent_id: str, body: s.AgentPatchIn):
-    """Rename an agent and / or change its stage (managers), both or neither."""
+    """Rename an agent, change its stage and / or trust it (managers): a trusted agent's notes
+    are served to other runs at once under the `hold` review policy."""
     actor, agent = _agent(request, project_id, agent_id)
-    services.agent_change(actor=actor, agent=agent, name=body.name, stage=body.stage)
+    services.agent_change(
+        actor=actor, agent=agent, name=body.name, stage=body.stage, trusted=body.trusted
+    )
     return Status(204, None)
 
 

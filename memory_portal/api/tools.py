@@ -140,11 +140,13 @@ def _write(actor: Actor, args: s.MemoryWriteArgs, call: services.OpenCall | None
         evidence=args.evidence.model_dump() if args.evidence else None,
     )
     note = result.note
+    setting = actor.setting or selectors.setting_get(project=actor.run.project)
     return {
         "id": note.id,
         "trust": note.trust,
         "status": note.status,
         "created": result.created,
+        "held": selectors.note_held(note=note, setting=setting, agent=actor.run.agent),
     }
 
 
@@ -202,6 +204,8 @@ def _status(actor: Actor, args: s.MemoryStatusArgs):
         "accessMode": status.access_mode,
         "revision": status.revision,
         "fingerprint": status.fingerprint,
+        "reviewPolicy": status.review_policy,
+        "heldCount": status.held_count,
     }
 
 
@@ -245,7 +249,8 @@ DESCRIPTIONS = {
     "memory_write": (
         "Save a note (fact, lesson, decision or navigation) to project memory. It is stored at "
         "once as `learned` (unverified) and its id is readable immediately. Repeating an "
-        "identical write returns the same id. Never store secrets."
+        "identical write returns the same id. `held: true`: the project holds notes for review, "
+        "so other runs see it once a person has reviewed it. Never store secrets."
     ),
     "memory_read": (
         "Read one note by id, or a page of long_term notes, a daily log (date), the list of "
@@ -259,7 +264,8 @@ DESCRIPTIONS = {
     ),
     "memory_status": (
         "Whether memory is enabled, how many notes you can see, your access mode "
-        "(learned/reviewed), the revision and a fingerprint of what you can see."
+        "(learned/reviewed), the revision and a fingerprint of what you can see; the review "
+        "policy, and under `hold` how many of your run's notes other runs cannot see yet."
     ),
     "memory_forget": (
         "Forget a learned note by id; returns a recoveryId for memory_restore. Reviewed or "

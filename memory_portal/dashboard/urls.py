@@ -12,6 +12,7 @@ memory_urls = [
     path("enable/", views.memory_enable, name="memory-enable"),
     path("disable/", views.memory_disable, name="memory-disable"),
     path("reset/", views.memory_reset, name="memory-reset"),
+    path("policy/", views.memory_policy, name="memory-policy"),
 ]
 
 # One URL per row action of NOTE_VERBS: `note-approve`, `note-forget`, …

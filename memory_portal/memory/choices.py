@@ -40,6 +40,14 @@ class Trust(models.TextChoices):
     REJECTED = "rejected"
 
 
+class ReviewPolicy(models.TextChoices):
+    """When other runs see an agent's learned note (SPEC §2.2): at once (`open`, the seed's
+    rule), or once a person has reviewed it (`hold`)."""
+
+    OPEN = "open"
+    HOLD = "hold"
+
+
 class Status(models.TextChoices):
     ACTIVE = "active"
     ARCHIVED = "archived"

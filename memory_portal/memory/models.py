@@ -15,6 +15,7 @@ from .choices import (  # noqa: F401 (re-exported)
     REASON_SUPERSEDED,
     REASON_VETOED,
     Kind,
+    ReviewPolicy,
     Role,
     RunStatus,
     Scope,
@@ -138,6 +139,9 @@ class Agent(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     # A retired agent starts no runs: its keys stop working; its notes and runs stay.
     retired_at = models.DateTimeField(null=True, blank=True)
+    # Under a project's `hold` review policy a trusted agent's notes are served to other runs
+    # at once, still learned and still in the review queue (SPEC §2.2).
+    trusted = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["project_id", "name"]
@@ -309,6 +313,11 @@ class MemorySetting(models.Model):
 
     project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="memory_setting")
     enabled = models.BooleanField(default=False)
+    # `hold`: an agent's learned note is served only to its own top-level run until a person
+    # reviews it (selectors.visibility, the hold clause).
+    review_policy = models.CharField(
+        max_length=8, choices=ReviewPolicy.choices, default=ReviewPolicy.OPEN
+    )
     revocation_epoch = models.PositiveIntegerField(default=0)
     revision = models.PositiveBigIntegerField(default=0)
     changed_by = models.ForeignKey(

@@ -40,6 +40,7 @@ NOT_STORED = {
     "MemoryIdArgs.id": "an id, looked up",
     "MemoryArchiveArgs.id": "an id, looked up",
     "StateIn.state": "an enum",
+    "EnabledIn.reviewPolicy": "an enum",
     "ProjectIn.id": "a slug, shape-checked",
     "MemberIn.username": "a user, looked up",
     "MemberIn.role": "an enum",

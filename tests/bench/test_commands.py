@@ -139,6 +139,29 @@ def test_bench_search_times_both_kinds_of_query_with_and_without_meaning():
 
 
 @pytest.mark.django_db
+def test_bench_hold_times_both_policies_and_serves_fewer_notes_under_hold():
+    """`memory_bench_hold`: both scenarios print both tools with a ratio; with two thirds of
+    the notes learned, `hold` serves fewer search results than `open`, and with every note
+    reviewed the same; nothing is left behind."""
+    out = StringIO()
+    call_command(
+        command("memory_bench_hold"), "--notes", "60", "--rounds", "2", "--queries", "3",
+        stdout=out,
+    )  # fmt: skip
+    text = out.getvalue()
+    searches = [
+        row.split() for row in text.splitlines() if row.startswith("memory_search ") and "×" in row
+    ]
+    assert len(searches) == 2
+    held, same = (
+        (int(row[row.index("open") + 1].rstrip(",")), int(row[row.index("hold") + 1]))
+        for row in searches
+    )
+    assert held[1] < held[0] and same[0] == same[1] > 0
+    assert not Project.objects.filter(slug__startswith="bench-hold-").exists()
+
+
+@pytest.mark.django_db
 def test_bench_scale_refuses_sqlite():
     if connection.vendor == "postgresql":
         pytest.skip("the refusal is SQLite's")

@@ -252,3 +252,15 @@ def _admin_token(make_user) -> str:
     from memory_portal.memory import services
 
     return services.token_create(actor=None, user=make_user("root", superuser=True))[1]
+
+
+def test_a_manager_holds_notes_for_review_and_trusts_an_agent(manager, portal, world):
+    project = world.project.slug
+    manager.set_review_policy(project, "hold")
+    written = portal.memory_write("fact", "Held until a person approves it.")
+    assert written.held and written.trust == "learned"
+    status = portal.memory_status()
+    assert status.review_policy == "hold" and status.held_count == 1
+    manager.update_agent(project, world.agent.pk, trusted=True)
+    assert portal.memory_status().held_count == 0
+    assert manager.project_memory(project).setting.review_policy == "hold"

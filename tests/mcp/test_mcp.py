@@ -338,3 +338,29 @@ def test_edge_refusals_on_mcp_are_json_not_html(run_tokens):
     response = DjangoClient().post("/mcp?x=%00", HTTP_AUTHORIZATION=f"Bearer {run_tokens.writer}")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "memory_invalid"
+
+
+def test_under_hold_an_mcp_write_is_held_from_other_runs(mcp_url, world, run_tokens):
+    """The review policy `hold` through MCP: the write says `held`, its own run finds it, another
+    agent's run neither reads it by id nor finds it, until a person approves it."""
+    services.memory_policy_set(actor=world.as_manager, project=world.project, policy="hold")
+    other = services.token_create(actor=None, run=world.run2)[1]
+    write = call(mcp_url, run_tokens.writer, "memory_write", {"kind": "fact", "content": HELD})
+    written = result_json(write)
+    assert written["held"] is True and written["trust"] == "learned"
+    search = {"query": "release freeze Fridays"}
+    mine = result_json(call(mcp_url, run_tokens.writer, "memory_search", search))
+    assert [e["id"] for e in mine["entries"]] == [written["id"]]
+    theirs = call(mcp_url, other, "memory_search", search)
+    assert result_json(theirs)["entries"] == []
+    by_id = call(mcp_url, other, "memory_read", {"id": written["id"]})
+    assert by_id.is_error and refusal(by_id)["code"] == "memory_not_found"
+    status = result_json(call(mcp_url, run_tokens.writer, "memory_status"))
+    assert status["reviewPolicy"] == "hold" and status["heldCount"] == 1
+
+    services.note_approve(actor=world.as_manager, note_id=written["id"])
+    theirs = result_json(call(mcp_url, other, "memory_search", search))
+    assert [(e["id"], e["trust"]) for e in theirs["entries"]] == [(written["id"], "reviewed")]
+
+
+HELD = "The release freeze starts on Fridays at noon UTC."

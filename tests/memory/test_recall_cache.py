@@ -41,9 +41,9 @@ def _embeddings_on(settings):
 
 def _cached(world) -> object:
     """The facts a recall of `world.as_agent` scores now, through the cache."""
-    revision = MemorySetting.objects.get(project=world.project).revision
-    view = AgentView.of_run(world.run)
-    return live_fact_rows(view, timezone.now(), project=world.project, revision=revision)
+    setting = MemorySetting.objects.get(project=world.project)
+    view = AgentView.of_run(world.run, setting=setting)
+    return live_fact_rows(view, timezone.now(), project=world.project, revision=setting.revision)
 
 
 def _uncached(world) -> list:
@@ -71,7 +71,7 @@ def test_an_unchanged_memory_is_scored_from_the_cache(world):
     assert score_facts(QUERY, again) == score_facts(QUERY, _uncached(world))
     with CaptureQueriesContext(connection) as queries:
         _cached(world)
-    assert len(queries) == 2  # the revision, then the live facts' ids only
+    assert len(queries) == 2  # the setting (revision, policy), then the live facts' ids only
     assert "summary" not in queries[1]["sql"] and "embedding" not in queries[1]["sql"]
 
 

@@ -1,6 +1,7 @@
 """One fixture, every read path: each path must return exactly the notes an independent oracle
-(written from SPEC §2.3, §2.7, §2.8 and §2.11, never from `selectors.agent_visible_q`) says the
-actor may see. A new read path is one more row in PATHS."""
+(written from SPEC §2.2, §2.3, §2.7, §2.8 and §2.11, never from `selectors.agent_visible_q`)
+says the actor may see, under each review policy (`open`; `hold`, with one agent trusted). A
+new read path is one more row in PATHS."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class Rec:
     evidence_repository_id: int | None
     evidence_commit: str
     top_level_run_id: str
+    creator_agent_id: str  # "" for a person's note
     forgotten_by_top_level_run: str  # "" unless an agent run forgot it
     marks: tuple[str, ...]  # a day row's line markers
 
@@ -68,10 +70,31 @@ class Viewer:
 
 
 class Oracle:
-    def __init__(self, notes: dict[str, Rec], links: dict[tuple[int, int], str], now: datetime):
+    def __init__(
+        self,
+        notes: dict[str, Rec],
+        links: dict[tuple[int, int], str],
+        now: datetime,
+        *,
+        hold: bool = False,
+        trusted: frozenset[str] = frozenset(),
+    ):
         self.notes = notes
         self.links = links  # (application, repository) -> pinned commit, as the fixture set them
         self.now = now
+        self.hold = hold  # the project's review policy is `hold`
+        self.trusted = trusted  # agents a manager trusts
+
+    # §2.2: under `hold`, an untrusted agent run's learned note is seen only by its own
+    # top-level run (and the runs nested in it) until a person reviews it.
+    def held_from(self, n: Rec, v: Viewer) -> bool:
+        return (
+            self.hold
+            and n.trust == "learned"
+            and n.top_level_run_id != ""
+            and n.creator_agent_id not in self.trusted
+            and n.top_level_run_id != v.top_run
+        )
 
     # §2.3 scopes: project notes, the agent's application's notes, its own private notes.
     def in_reach(self, n: Rec, v: Viewer) -> bool:
@@ -98,7 +121,12 @@ class Oracle:
         return n.expires_at is not None and n.expires_at <= self.now
 
     def seen_ignoring_status(self, n: Rec, v: Viewer) -> bool:
-        return self.in_reach(n, v) and self.evidence_current(n, v) and self.reviewer_allows(n, v)
+        return (
+            self.in_reach(n, v)
+            and self.evidence_current(n, v)
+            and self.reviewer_allows(n, v)
+            and not self.held_from(n, v)
+        )
 
     def by_id(self, n: Rec, v: Viewer) -> bool:
         """A read by id: forgotten notes are gone; a rejected one shows `trust: rejected`."""
@@ -218,6 +246,7 @@ INTENDED = {
     "P17": "project learned active",  # agent2, decision, daily yesterday
     "P18": "project rejected active",  # A, daily today
     "P19": "project learned active",  # agent2, daily today, expired
+    "P20": "project learned active",  # agent2 (trusted under `hold`)
     # evidence (c1 = first commit, c2 = second); storefront pins c2, billing pins c1
     "E1": "project reviewed active",  # B, evidence c1: stale for storefront, current for billing
     "E2": "project reviewed active",  # B, evidence c2: current for storefront, stale for billing
@@ -283,7 +312,13 @@ def ctx(world, repo) -> Ctx:
     return build(world, repo)
 
 
-def build(w, repo) -> Ctx:
+@pytest.fixture(params=["open", "hold"])
+def any_policy_ctx(request, world, repo) -> Ctx:
+    """The fixture under each review policy; under `hold`, agent2 is trusted."""
+    return build(world, repo, policy=request.param)
+
+
+def build(w, repo, policy: str = "open") -> Ctx:
     now = timezone.now()
     today = now.date()
     run_b = services.run_create(actor=None, agent=w.agent, task_key="PIN-44")
@@ -394,6 +429,7 @@ def build(w, repo) -> Ctx:
     note("P17", w.as_agent2, kind="decision", target="daily", day=today - timedelta(days=1))
     note("P18", w.as_agent, target="daily", day=today)
     note("P19", w.as_agent2, target="daily", day=today)
+    note("P20", w.as_agent2)
     approve("P2", "P3", "P6", "P7", "P11", "P12", "P13", "P16")
     reject("P5", "P15", "P18")
     archive("P6", "outdated")
@@ -494,6 +530,7 @@ def build(w, repo) -> Ctx:
             evidence_repository_id=n.evidence_repository_id,
             evidence_commit=n.evidence_commit,
             top_level_run_id=n.top_level_run_id,
+            creator_agent_id=n.created_by_agent_id,
             forgotten_by_top_level_run=forgotten_by.get(n.id, ""),
             marks=tuple(LINE_MARK.findall(n.content)) if n.kind == "day" else (),
         )
@@ -503,11 +540,16 @@ def build(w, repo) -> Ctx:
         assert built == INTENDED[labels[n.id]], f"{labels[n.id]} was built as {built}"
     assert set(labels.values()) == set(INTENDED)
 
+    trusted: frozenset[str] = frozenset()
+    if policy == "hold":
+        services.memory_policy_set(actor=m, project=w.project, policy="hold")
+        services.agent_change(actor=m, agent=w.agent2, trusted=True)
+        trusted = frozenset({w.agent2.pk})
     personas = _personas(w, run_b, as_b, nested, as_nested)
     return Ctx(
         world=w,
         api=Api(Client()),
-        oracle=Oracle(records, links, timezone.now()),
+        oracle=Oracle(records, links, timezone.now(), hold=policy == "hold", trusted=trusted),
         personas=personas,
         today=today,
         dates=[today - timedelta(days=d) for d in range(4)],
@@ -888,7 +930,8 @@ def _diff(expected, got) -> str:
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
-def test_every_read_path_returns_exactly_what_the_oracle_allows(ctx, path):
+def test_every_read_path_returns_exactly_what_the_oracle_allows(any_policy_ctx, path):
+    ctx = any_policy_ctx
     failures = []
     for name in path.actors:
         persona = ctx.personas[name]
@@ -902,9 +945,10 @@ def test_every_read_path_returns_exactly_what_the_oracle_allows(ctx, path):
     assert not failures, "\n".join(failures)
 
 
-def test_the_fixture_exercises_every_clause(ctx):
+def test_the_fixture_exercises_every_clause(any_policy_ctx):
     """Each clause of the rule decides at least one note for at least one agent, so a path
     that skips a clause cannot pass by accident."""
+    ctx = any_policy_ctx
     o = ctx.oracle
     agents = [ctx.personas[n] for n in AGENTS[:-1]]
     clauses = {
@@ -922,6 +966,22 @@ def test_the_fixture_exercises_every_clause(ctx):
         "archived": lambda n, v: o.by_id(n, v) and n.status == "archived",
         "expired": lambda n, v: o.by_id(n, v) and o.expired(n),
     }
+    if o.hold:
+        o_open = Oracle(o.notes, o.links, o.now)
+        clauses |= {
+            # held from another run of the same agent, and from other agents
+            "hold": lambda n, v: o_open.by_id(n, v) and o.held_from(n, v),
+            # its own run sees what it wrote while it is held
+            "hold own run": lambda n, v: (
+                o.by_id(n, v) and n.trust == "learned" and n.top_level_run_id == v.top_run
+                and n.creator_agent_id not in o.trusted
+            ),
+            # a trusted agent's learned note, seen by another run
+            "trusted": lambda n, v: (
+                o.by_id(n, v) and n.trust == "learned" and n.creator_agent_id in o.trusted
+                and n.top_level_run_id != v.top_run
+            ),
+        }  # fmt: skip
     for clause, decides in clauses.items():
         for kind in ("long_term", "daily"):
             hits = [

@@ -317,7 +317,17 @@ class MemoryArchiveArgs(MemoryIdArgs):
 
 
 class EnabledIn(Strict):
-    enabled: bool
+    """At least one of: the switch, the review policy."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
+    enabled: bool | None = None
+    reviewPolicy: Literal["open", "hold"] | None = Field(
+        None,
+        description="`open` (the default): an agent's learned note is served to every eligible "
+        "run at once; `hold`: only to the top-level run that wrote it (and runs nested in it) "
+        "until a person reviews it, unless its agent is trusted",
+    )
 
 
 class StateIn(Strict):
@@ -393,12 +403,17 @@ class RunStartIn(Strict):
 
 class AgentPatchIn(Strict):
     """At least one of: a new name, a new stage (what the agent is offered from its next call
-    on; the notes it wrote keep the stage they were written with)."""
+    on; the notes it wrote keep the stage they were written with), whether it is trusted."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     name: str | None = Field(None, min_length=1, max_length=NAME_MAX)
     stage: StageName | None = None
+    trusted: bool | None = Field(
+        None,
+        description="under the `hold` review policy, serve this agent's notes to other runs "
+        "at once (still learned, still in the review queue)",
+    )
 
 
 class KeyIn(Strict):

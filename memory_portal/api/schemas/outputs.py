@@ -126,6 +126,12 @@ class WriteOut(Schema):
     trust: str
     status: str
     created: bool
+    held: bool = Field(
+        False,
+        description="the project holds agents' notes for review (review policy `hold`): "
+        "until a person reviews this note, only your top-level run (and runs nested in it) "
+        "sees it",
+    )
 
 
 class StatusOut(Schema):
@@ -134,6 +140,14 @@ class StatusOut(Schema):
     accessMode: Literal["learned", "reviewed"]
     revision: int
     fingerprint: str
+    reviewPolicy: Literal["open", "hold"] = Field(
+        "open",
+        description="`open`: a learned note is served to every eligible run at once; `hold`: "
+        "only to the top-level run that wrote it until a person reviews it",
+    )
+    heldCount: int = Field(
+        0, description="live notes of your top-level run that other runs do not see yet (hold)"
+    )
 
 
 # Read from the recovery record a forget made.
@@ -293,6 +307,7 @@ class MemberOut(Schema):
 
 class SettingOut(Shape):
     enabled: bool
+    reviewPolicy: Literal["open", "hold"] = Field(alias="review_policy")
     revision: int
     revocationEpoch: int = Field(alias="revocation_epoch")
     changedAt: datetime | None = Field(alias="changed_at")

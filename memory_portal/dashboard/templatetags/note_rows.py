@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from django import template
 from django.template import engines
+from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
+from memory_portal.memory import selectors
 from memory_portal.memory.access import note_actions
 
 from ..tables import NoteTable
@@ -24,6 +26,36 @@ def _searched(filterset) -> list[str]:
     """The words of the table's text search (NoteFilter `q`), to mark in each row."""
     data = getattr(filterset, "data", None) or {}
     return [w for w in str(data.get("q", "")).split() if len(w) > 1][:10]
+
+
+def _held_marker(context):
+    """`held(note)`: under the `hold` review policy, how long a held note has waited ("3 h"),
+    else "" (the row shows a "Held" badge then). One query for the trusted agents, only under
+    `hold`."""
+    setting = context.get("setting")
+    if setting is None or setting.review_policy != "hold":
+        return lambda note: ""
+    trusted = selectors.trusted_agent_ids(project=context["project"])
+    now = timezone.now()
+
+    def held(note) -> str:
+        if note.trust != "learned" or not note.top_level_run_id:
+            return ""
+        if note.created_by_agent_id in trusted:
+            return ""
+        return waited(now - note.created_at)
+
+    return held
+
+
+def waited(age) -> str:
+    """A wait as a person reads it: "12 min", "5 h", "3 d"."""
+    minutes = max(0, int(age.total_seconds() // 60))
+    if minutes < 60:
+        return f"{minutes} min"
+    if minutes < 48 * 60:
+        return f"{minutes // 60} h"
+    return f"{minutes // (24 * 60)} d"
 
 
 @register.simple_tag(takes_context=True)
@@ -50,5 +82,6 @@ def note_rows(context, notes) -> SafeString:
             # `rows_response`).
             section=context.get("section_key", ""),
             words=_searched(context.get("filter")),
+            held=_held_marker(context),
         )
     )

@@ -135,9 +135,9 @@ def agent_create(request, access):
 
 @project_action
 def agent_change(request, access, agent_id, verb):
-    """Rename an agent, change its stage or retire it, or revoke one of its keys (`verb` is
-    the key's id); a key is created on the Connect page, which shows it once with its
-    configuration."""
+    """Rename an agent, change its stage, trust or untrust it, retire it, or revoke one of its
+    keys (`verb` is the key's id); a key is created on the Connect page, which shows it once
+    with its configuration."""
     actor = actor_of(request)
     agent = agent_of(request, access, agent_id)
     page = reverse("dashboard:agent", args=[access.project.slug, agent.pk])
@@ -148,6 +148,12 @@ def agent_change(request, access, agent_id, verb):
         if verb == "stage":
             services.agent_change(actor=actor, agent=agent, stage=request.POST.get("stage", ""))
             return done(request, page, f"{agent.name} is now of stage {agent.stage}.")
+        if verb in ("trust", "untrust"):
+            services.agent_change(actor=actor, agent=agent, trusted=verb == "trust")
+            if agent.trusted:
+                return done(request, page, f"{agent.name} is trusted: its notes reach other "
+                            "runs at once, and stay in the review queue.")  # fmt: skip
+            return done(request, page, f"{agent.name} is no longer trusted.")
         if verb == "retire":
             services.agent_retire(actor=actor, agent=agent)
             return done(request, page, f"Retired {agent.name}: its keys no longer work.")

@@ -69,6 +69,25 @@ memory_enable = _memory_switch("enable")
 memory_disable = _memory_switch("disable")
 
 
+# The review policy's choices, in the words the Settings page uses for them.
+POLICY_MESSAGES = {
+    "open": "Agents' notes now reach every run at once; a person reviews them afterwards.",
+    "hold": "Agents' notes now wait for a person: other runs see a note once it is approved.",
+}
+
+
+@project_action
+def memory_policy(request, access):
+    """Set the project's review policy (Settings): `open` or `hold`."""
+    page = reverse("dashboard:settings", args=[access.project.slug])
+    policy = request.POST.get("policy", "")
+    try:
+        services.memory_policy_set(actor=actor_of(request), project=access.project, policy=policy)
+    except MemoryPortalError as err:
+        return refusal(request, err, to=page)
+    return done(request, page, POLICY_MESSAGES[policy])
+
+
 @project_action
 def memory_reset(request, access):
     page = reverse("dashboard:project", args=[access.project.slug])

@@ -128,6 +128,7 @@ def review(request, access):
         queue=queue,
         sections=sections,
         bulk_actions=BULK_ACTIONS,
+        held=selectors.held_summary(actor=actor_of(request), project=access.project),
     )
 
 
@@ -211,6 +212,7 @@ def overview(request, access):
         tab="overview",
         overview=data,
         charts=overview_charts(data, notes_url),
+        held=selectors.held_summary(actor=actor_of(request), project=access.project),
     )
 
 

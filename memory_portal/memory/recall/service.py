@@ -250,7 +250,10 @@ def recall(
     conf = recall_settings()
     # What the agent itself would be served: its run's view, or (a person's recall for an
     # agent, the dashboard preview) the agent's.
-    view = AgentView.of_run(actor.run) if actor.is_agent else AgentView.of_agent(agent)
+    if actor.is_agent:
+        view = AgentView.of_run(actor.run, setting=setting)
+    else:
+        view = AgentView.of_agent(agent, setting=setting)
     facts = live_fact_rows(view, now, project=agent.project, revision=setting.revision)
     fallback: str | None = None
     scores: list[float] | None = None

@@ -17,13 +17,14 @@ from ..models import (
     Note,
     Project,
     Recovery,
+    ReviewPolicy,
     Scope,
     ScratchpadItem,
     Status,
     Trust,
 )
 from .projects import setting_get
-from .visibility import AgentView, agent_visible_q, notes_for_actor
+from .visibility import AgentView, agent_visible_q, held_q, notes_for_actor
 
 
 def agent_not_found(agent_id: str) -> MemoryPortalError:
@@ -44,7 +45,7 @@ def memories_for_actor(
         if agent_id and agent_id != actor.run.agent_id:
             raise MemoryPortalError("memory_not_own", "An agent lists its own memories only.")
         visible = agent_visible_q(
-            AgentView.of_run(actor.run),
+            AgentView.of_actor(actor),
             include_archived=status != Status.ACTIVE,
             include_expired=True,  # v1 lists show expired facts, marked `expired`
         )
@@ -98,7 +99,7 @@ def recoveries_for_actor(*, actor: Actor, project: Project | None = None) -> Que
     run = actor.run
     if run.agent.is_reviewer:
         return Recovery.objects.none()
-    forgotten = agent_visible_q(AgentView.of_run(run), served=False, forgotten=True)
+    forgotten = agent_visible_q(AgentView.of_actor(actor), served=False, forgotten=True)
     notes = Note.objects.filter(forgotten, trust=Trust.LEARNED)
     return Recovery.objects.filter(project_id=run.project_id, note__in=notes).select_related("note")
 
@@ -118,19 +119,32 @@ class MemoryStatus:
     access_mode: str
     revision: int
     fingerprint: str
+    review_policy: str
+    held_count: int
 
 
 def memory_status(*, actor: Actor) -> MemoryStatus:
-    """What `memory_status` answers: no note content, only counts and change markers."""
+    """What `memory_status` answers: no note content, only counts and change markers — and,
+    under the `hold` review policy, how many live notes of the caller's own top-level run are
+    held from other runs until a person reviews them."""
     run = actor.run
     setting = setting_get(project=run.project)
     visible = notes_for_actor(actor=actor) if setting.enabled else Note.objects.none()
+    held = 0
+    if setting.enabled and setting.review_policy == ReviewPolicy.HOLD:
+        held = (
+            Note.objects.filter(held_q(), project_id=run.project_id, status=Status.ACTIVE)
+            .filter(top_level_run_id=run.top_level_run_id)
+            .count()
+        )
     return MemoryStatus(
         enabled=setting.enabled,
         note_count=visible.count(),
         access_mode="reviewed" if run.agent.is_reviewer else "learned",
         revision=setting.revision,
         fingerprint=fingerprint(actor=actor, setting=setting),
+        review_policy=setting.review_policy,
+        held_count=held,
     )
 
 
@@ -151,7 +165,7 @@ def fingerprint(*, actor: Actor, setting: MemorySetting | None = None) -> str:
     # them: a reviewer nested in a run never saw the learned notes that run forgot).
     forgotten_by_me = (
         Note.objects.filter(
-            agent_visible_q(AgentView.of_run(run), served=False, forgotten=True),
+            agent_visible_q(AgentView.of_run(run, setting=setting), served=False, forgotten=True),
             recovery__forgotten_by_top_level_run_id=own,
         )
         .exclude(top_level_run_id=own)

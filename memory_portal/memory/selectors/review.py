@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
-from django.db.models import F, JSONField, OuterRef, Subquery
+from django.db.models import Count, F, JSONField, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from ..access import require_member
@@ -16,6 +16,7 @@ from ..models import (
     Kind,
     Note,
     Project,
+    ReviewPolicy,
     ReviewRoutine,
     ReviewRun,
     Status,
@@ -24,6 +25,7 @@ from ..models import (
 from ..validation import agent_fact_identity, normalize_text
 from .filters import NoteFilter
 from .notes import note_in_project, notes_rows, notes_table_ids
+from .visibility import held_q
 
 DAY_STAMP_LENGTH = len("HH:MM ")
 
@@ -77,6 +79,25 @@ class ReviewQueue:
     # Near-duplicates by meaning the agents' latest daily reviews reported, both still live:
     # for a person to merge (or keep apart); the review never merges them itself.
     similar: list[SimilarPair] = ()
+
+
+@dataclass(frozen=True)
+class HeldSummary:
+    """Under the `hold` review policy: the live notes other runs do not see yet, and when the
+    oldest was written (None: none held)."""
+
+    count: int
+    oldest: datetime | None
+
+
+def held_summary(*, actor: Actor, project: Project) -> HeldSummary | None:
+    """None when the project's policy is `open`; else its held notes (SPEC §2.2). One query."""
+    require_member(actor, project)
+    if project.memory_setting.review_policy != ReviewPolicy.HOLD:
+        return None
+    held = Note.objects.filter(held_q(), project=project, status=Status.ACTIVE)
+    found = held.aggregate(count=Count("id"), oldest=Min("created_at"))
+    return HeldSummary(found["count"], found["oldest"])
 
 
 @dataclass(frozen=True)

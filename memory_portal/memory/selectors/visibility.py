@@ -12,9 +12,11 @@ from ..actors import Actor
 from ..errors import MemoryPortalError
 from ..models import (
     Agent,
+    MemorySetting,
     Note,
     Project,
     RepositoryLink,
+    ReviewPolicy,
     Run,
     Scope,
     Status,
@@ -36,27 +38,87 @@ def note_not_found(note_id: str) -> MemoryPortalError:
 @dataclass(frozen=True)
 class AgentView:
     """Whose eyes a read is through: an agent run's, or an agent's when a person previews
-    what that agent would be served (no run, so no own top-level run to leave out)."""
+    what that agent would be served (no run, so no own top-level run to leave out). `hold`:
+    the project's review policy is `hold` (SPEC §2.2)."""
 
     project_id: int
     agent_id: str
     application_id: int | None
     is_reviewer: bool
     top_level_run_id: str | None = None
+    hold: bool = False
 
     @classmethod
-    def of_run(cls, run: Run) -> AgentView:
+    def of_run(cls, run: Run, *, setting: MemorySetting | None = None) -> AgentView:
+        """`setting`: the project's setting row as this request read it (else read now)."""
         return cls(
             run.project_id,
             run.agent_id,
             run.application_id,
             run.agent.is_reviewer,
             run.top_level_run_id,
+            _holds(run.project_id, setting),
         )
 
     @classmethod
-    def of_agent(cls, agent: Agent) -> AgentView:
-        return cls(agent.project_id, agent.pk, agent.application_id, agent.is_reviewer)
+    def of_actor(cls, actor: Actor) -> AgentView:
+        """An agent actor's view, with the setting row its token check read."""
+        return cls.of_run(actor.run, setting=actor.setting)
+
+    @classmethod
+    def of_agent(cls, agent: Agent, *, setting: MemorySetting | None = None) -> AgentView:
+        return cls(
+            agent.project_id,
+            agent.pk,
+            agent.application_id,
+            agent.is_reviewer,
+            hold=_holds(agent.project_id, setting),
+        )
+
+
+def _holds(project_id: int, setting: MemorySetting | None) -> bool:
+    if setting is None or setting.project_id != project_id:
+        policy = (
+            MemorySetting.objects.filter(project_id=project_id)
+            .values_list("review_policy", flat=True)
+            .first()
+        )
+    else:
+        policy = setting.review_policy
+    return policy == ReviewPolicy.HOLD
+
+
+def _trusted_writer_q() -> Q:
+    return Q(Exists(Agent.objects.filter(pk=OuterRef("created_by_agent_id"), trusted=True)))
+
+
+def held_q() -> Q:
+    """Notes the `hold` policy keeps from other runs: learned, written by an agent run (a
+    person's note has no top-level run) that is not trusted. A note stops being held when a
+    person reviews it, its agent is trusted, or the policy goes back to `open`."""
+    return Q(trust=Trust.LEARNED) & ~Q(top_level_run_id="") & ~_trusted_writer_q()
+
+
+def note_held(*, note: Note, setting: MemorySetting, agent: Agent | None = None) -> bool:
+    """Whether the `hold` policy keeps `note` from other runs now (`held_q` for one note).
+    `agent`: its writer when the caller has it loaded (no query then)."""
+    if setting.review_policy != ReviewPolicy.HOLD or note.trust != Trust.LEARNED:
+        return False
+    if not note.top_level_run_id:
+        return False
+    if agent is not None and agent.pk == note.created_by_agent_id:
+        return not agent.trusted
+    return not Agent.objects.filter(pk=note.created_by_agent_id, trusted=True).exists()
+
+
+def _released_q(view: AgentView) -> Q:
+    """Under `hold`, what the view may see: every note `held_q` does not hold, and the held
+    ones of its own top-level run (its nested runs share it); a person's preview has no run.
+    Written as the positive union, which costs the least to build and to plan."""
+    released = ~Q(trust=Trust.LEARNED) | Q(top_level_run_id="") | _trusted_writer_q()
+    if view.top_level_run_id:
+        released |= Q(top_level_run_id=view.top_level_run_id)
+    return released
 
 
 def _reach_q(view: AgentView) -> Q:
@@ -91,8 +153,9 @@ def agent_visible_q(
     forgotten: bool = False,
     now: datetime | None = None,
 ) -> Q:
-    """THE rule of what an agent may see (SPEC §2.3, §2.7, §2.8). Always: its reach, not
-    forgotten, evidence current for its application; a reviewer only reviewed notes of other
+    """THE rule of what an agent may see (SPEC §2.2, §2.3, §2.7, §2.8). Always: its reach, not
+    forgotten, evidence current for its application; under the `hold` review policy, no note
+    held from other runs (`held_q`) but its own run's; a reviewer only reviewed notes of other
     top-level runs. `served` (lists, search, recall, counts, fingerprint; everything but a read
     by id): never rejected, and live — active and not expired unless asked for.
     `forgotten=True` (with `served=False`) turns the forgotten clause round: the forgotten notes
@@ -100,6 +163,8 @@ def agent_visible_q(
     fingerprint)."""
     status = Q(status=Status.FORGOTTEN) if forgotten else ~Q(status=Status.FORGOTTEN)
     q = _reach_q(view) & status & _evidence_current_q(view)
+    if view.hold and not view.is_reviewer:  # a reviewer sees reviewed notes only anyway
+        q &= _released_q(view)
     if served:
         q &= ~Q(trust=Trust.REJECTED)
         if not include_archived:
@@ -139,7 +204,7 @@ def notes_for_actor(
         return Note.objects.filter(project=project)
     return Note.objects.filter(
         agent_visible_q(
-            AgentView.of_run(actor.run),
+            AgentView.of_actor(actor),
             include_archived=include_archived,
             include_expired=include_expired,
         )
@@ -154,7 +219,7 @@ def note_by_id_q(*, actor: Actor, project: Project, note_id: str) -> Q:
         if actor_role(actor, project) is None:
             raise note_not_found(note_id)
         return by_id
-    return by_id & agent_visible_q(AgentView.of_run(actor.run), served=False)
+    return by_id & agent_visible_q(AgentView.of_actor(actor), served=False)
 
 
 def note_get(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
@@ -176,7 +241,7 @@ def note_get(*, actor: Actor, note_id: str, project: Project | None = None) -> N
             raise note_not_found(note_id)
         return note
     visible = Note.objects.filter(
-        agent_visible_q(AgentView.of_run(actor.run), served=False), pk=note_id
+        agent_visible_q(AgentView.of_actor(actor), served=False), pk=note_id
     )
     if not visible.exists():
         raise note_not_found(note_id)

@@ -61,7 +61,7 @@ from .scratchpad import (
     scratchpad_done,
     scratchpad_undo,
 )
-from .settings import memory_disable, memory_enable, memory_reset
+from .settings import memory_disable, memory_enable, memory_policy_set, memory_reset
 from .trace import OpenCall, run_budget_spent, run_call_consume, tool_call_record
 
 # The note verbs, one table for every transport: the dashboard's row buttons and bulk form and
@@ -105,6 +105,7 @@ __all__ = [
     "membership_set",
     "memory_disable",
     "memory_enable",
+    "memory_policy_set",
     "memory_reset",
     "note_approve",
     "note_archive",

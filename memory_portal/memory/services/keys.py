@@ -22,6 +22,7 @@ from ..errors import MemoryPortalError, invalid
 from ..models import Agent, AgentKey, Run, RunStatus
 from ..validation import NAME_MAX, require_name
 from ._common import audit
+from .change import project_change
 from .runs import (
     RunFields,
     require_active_agent,
@@ -32,40 +33,52 @@ from .runs import (
 )
 
 KEY_LABEL_MAX = 100
-AGENT_CHANGE_AUDIT = {"name": AuditAction.AGENT_RENAME, "stage": AuditAction.AGENT_STAGE}
+AGENT_CHANGE_AUDIT = {
+    "name": AuditAction.AGENT_RENAME,
+    "stage": AuditAction.AGENT_STAGE,
+    "trusted": AuditAction.AGENT_TRUST,
+}
 
 
 def agent_change(
-    *, actor: Actor, agent: Agent, name: str | None = None, stage: str | None = None
+    *,
+    actor: Actor,
+    agent: Agent,
+    name: str | None = None,
+    stage: str | None = None,
+    trusted: bool | None = None,
 ) -> Agent:
-    """Rename an agent and / or change its stage (managers), both checked before either is
-    written, in one transaction, each change audited (`agent.rename`, `agent.stage`, from /
-    to). A new stage holds from the agent's next call — memory tools or none
-    (MEMORY_ELIGIBLE_STAGES), a reviewer's reads or every note's; its keys and runs stay, and
-    the notes it wrote keep the stage they were written with."""
+    """Rename an agent, change its stage and / or trust it (managers), each checked before any
+    is written, in one transaction, each change audited (`agent.rename`, `agent.stage`,
+    `agent.trust`, from / to). A new stage holds from the agent's next call — memory tools or
+    none (MEMORY_ELIGIBLE_STAGES), a reviewer's reads or every note's; its keys and runs stay,
+    and the notes it wrote keep the stage they were written with. A trusted agent's notes are
+    served to other runs at once under the `hold` review policy (still learned, still to
+    review): a change of trust is a change of what agents see, so it advances the project's
+    revision."""
     require_manager(actor, agent.project)
-    if name is None and stage is None:
-        raise invalid("name", "Send name, stage or both.")
-    wanted = {}
+    if name is None and stage is None and trusted is None:
+        raise invalid("name", "Send name, stage, trusted or more than one.")
+    wanted: dict = {}
     if name is not None:
         wanted["name"] = require_name("name", name, max_len=NAME_MAX)
     if stage is not None:
         require_stage(stage)
         wanted["stage"] = stage
+    if trusted is not None:
+        wanted["trusted"] = bool(trusted)
     changed = {f: (getattr(agent, f), v) for f, v in wanted.items() if getattr(agent, f) != v}
     if not changed:
         return agent
-    with transaction.atomic():
+    with project_change(agent.project, actor=actor) as change:
         for field, (_before, value) in changed.items():
             setattr(agent, field, value)
         agent.save(update_fields=list(changed))
+        if "trusted" in changed:
+            change.changed()
         for field, (before, value) in changed.items():
-            audit(
-                actor=actor,
-                action=AGENT_CHANGE_AUDIT[field],
-                project=agent.project,
-                target=agent.pk,
-                details={"from": before, "to": value},
+            change.audit(
+                AGENT_CHANGE_AUDIT[field], target=agent.pk, details={"from": before, "to": value}
             )
     return agent
 

@@ -8,7 +8,9 @@ from .. import counters
 from ..access import require_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..models import MemorySetting, Note, Project, Recovery, ScratchpadItem
+from ..errors import invalid
+from ..models import MemorySetting, Note, Project, Recovery, ReviewPolicy, ScratchpadItem
+from ..selectors import held_q
 from .change import project_change
 
 
@@ -48,6 +50,32 @@ def memory_disable(*, actor: Actor | None, project: Project) -> MemorySetting:
         )
         change.audit(AuditAction.MEMORY_DISABLE)
     return setting
+
+
+def memory_policy_set(*, actor: Actor | None, project: Project, policy: str) -> MemorySetting:
+    """Switch the project's review policy (SPEC §2.2): `hold` keeps every learned note an
+    untrusted agent's run wrote from other runs until a person reviews it — the notes not yet
+    reviewed are held from the next call on; `open` serves them at once again, as learned.
+    Audited (from, to, how many learned notes it holds or releases); the revision advances, so
+    every fingerprint that saw them changes."""
+    _require_manager(actor, project)
+    if policy not in ReviewPolicy.values:
+        raise invalid("reviewPolicy", "reviewPolicy must be open or hold.")
+    with project_change(project, actor=actor) as change:
+        before = change.setting.review_policy
+        if before == policy:
+            return change.setting
+        affected = Note.objects.filter(held_q(), project=project).exclude(status="forgotten")
+        change.changed(review_policy=policy, changed_by=_who(actor), changed_at=timezone.now())
+        change.audit(
+            AuditAction.MEMORY_POLICY,
+            details={
+                "from": before,
+                "to": policy,
+                ("held" if policy == ReviewPolicy.HOLD else "released"): affected.count(),
+            },
+        )
+    return change.setting
 
 
 def memory_reset(*, actor: Actor | None, project: Project) -> dict[str, int]:

@@ -390,12 +390,19 @@ class _Routes:
         return self._send(_Call("POST", path, json=body, parse=_created_id))
 
     def update_agent(
-        self, project: str, agent_id: str, *, name: str | None = None, stage: str | None = None
+        self,
+        project: str,
+        agent_id: str,
+        *,
+        name: str | None = None,
+        stage: str | None = None,
+        trusted: bool | None = None,
     ) -> None:
-        """Rename an agent and / or change its stage (what it is offered from its next
-        call on)."""
+        """Rename an agent, change its stage (what it is offered from its next call on) and /
+        or trust it (under the review policy `hold`, its notes reach other runs at once)."""
         path = f"/api/admin/projects/{_seg(project)}/agents/{_seg(agent_id)}"
-        return self._send(_Call("PATCH", path, json=_args(name=name, stage=stage)))
+        body = _args(name=name, stage=stage, trusted=trusted)
+        return self._send(_Call("PATCH", path, json=body))
 
     def retire_agent(self, project: str, agent_id: str) -> None:
         path = f"/api/admin/projects/{_seg(project)}/agents/{_seg(agent_id)}/retire"
@@ -421,6 +428,11 @@ class _Routes:
     def set_memory_enabled(self, project: str, enabled: bool) -> None:
         path = f"/api/admin/projects/{_seg(project)}/memory"
         return self._send(_Call("PUT", path, json={"enabled": enabled}))
+
+    def set_review_policy(self, project: str, policy: Literal["open", "hold"]) -> None:
+        """`hold`: an agent's learned note reaches other runs once a person reviews it."""
+        path = f"/api/admin/projects/{_seg(project)}/memory"
+        return self._send(_Call("PUT", path, json={"reviewPolicy": policy}))
 
     def reset_memory(self, project: str) -> None:
         """Deletes every note, recovery record and scratchpad item of the project."""

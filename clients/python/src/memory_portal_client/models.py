@@ -201,13 +201,15 @@ class DailyDates(Model):
 
 @dataclass(frozen=True)
 class WriteResult(Model):
-    """`created` is False when an identical live note already held the content."""
+    """`created` is False when an identical live note already held the content; `held` is
+    True when the project holds notes for review (other runs see it once a person has)."""
 
     __schema__ = "WriteOut"
     id: str
     trust: str
     status: str
     created: bool
+    held: bool = False
     raw: dict[str, Any] = _raw()
 
 
@@ -219,6 +221,8 @@ class Status(Model):
     access_mode: str
     revision: int
     fingerprint: str
+    review_policy: str = "open"
+    held_count: int = 0
     raw: dict[str, Any] = _raw()
 
 
@@ -410,6 +414,7 @@ class RepositoryLink(Model):
 class Setting(Model):
     __schema__ = "SettingOut"
     enabled: bool
+    review_policy: str
     revision: int
     revocation_epoch: int
     changed_at: datetime | None

@@ -245,6 +245,9 @@ SECURE_SSL_REDIRECT = HTTPS and env_bool("SECURE_SSL_REDIRECT", True)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
+# The dashboard's public address (`https://memory.example.com`), for the links that leave it:
+# events, webhooks and emails. Empty: those links are paths.
+MEMORY_PORTAL_BASE_URL = os.environ.get("MEMORY_PORTAL_BASE_URL", "").strip().rstrip("/")
 BEHIND_PROXY = env_bool("MEMORY_PORTAL_BEHIND_PROXY", False)
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

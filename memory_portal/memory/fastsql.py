@@ -362,7 +362,9 @@ _CLEAN_WRITE = (
     " ins AS ({note} RETURNING id),"
     " bump AS (UPDATE project_memory_setting SET {sets}"
     "  WHERE project_id = %s AND EXISTS (SELECT 1 FROM ins) RETURNING {columns}),"
-    " event AS ({event})"
+    " event AS ({event}),"
+    " outbox AS (INSERT INTO memory_event (project_id, number, type, data, created_at)"
+    "  SELECT %s, bump.event_seq, %s, %s, %s FROM bump)"
     " SELECT (SELECT id FROM event), (SELECT tool_calls FROM taken), bump.*"
     " FROM (SELECT 1) one LEFT JOIN bump ON true;"
     " {end}"
@@ -376,11 +378,12 @@ _TAKEN_NONE = "taken AS (SELECT NULL::integer AS tool_calls FROM clean)"
 
 
 def write_clean(
-    note: models.Model, event: models.Model, write: CleanWrite
+    note: models.Model, event: models.Model, write: CleanWrite, outbox: models.Model
 ) -> tuple[MemorySetting, int | None] | None:
     """The write protocol's common case on PostgreSQL in one round trip: take the project's
-    lock, then — in one statement under it — insert the note, its audit event and the call's
-    place in the run's budget, and advance the revision with the counters, only if nothing
+    lock, then — in one statement under it — insert the note, its audit event, its outbox
+    event (numbered by the project's advanced `event_seq`) and the call's place in the run's
+    budget, and advance the revision with the counters, only if nothing
     objects (memory on and the epoch unchanged, both caps, no stored note of the same place
     or content, the budget), and commit. The lock is held inside the database only: no
     Python runs while it is held, so threads waiting for a CPU never hold it (a convoy).
@@ -398,7 +401,9 @@ def write_clean(
     sql_event, event_params, _ = _insert_statement(event, db, when="EXISTS (SELECT 1 FROM ins)")
     columns, converters = _row_plan(MemorySetting, db)
     adds, added = counters.sql_adds(write.counted)
-    sets = ", ".join(["revision = revision + 1", "last_write_at = %s", *adds])
+    sets = ", ".join(
+        ["revision = revision + 1", "event_seq = event_seq + 1", "last_write_at = %s", *adds]
+    )
     now = _DATETIME.get_db_prep_save(write.now, connection=db)
     call = write.call
     if call is None:
@@ -421,11 +426,14 @@ def write_clean(
         event=sql_event,
     )
     p = write.project_id
+    data = outbox._meta.get_field("data").get_db_prep_save(outbox.data, connection=db)
+    created = _DATETIME.get_db_prep_save(outbox.created_at, connection=db)
     params = [
         p,  # the lock
         p, write.epoch, p, write.cap, p, write.top_level_run_id, write.quota,
         p, write.place_key, write.content_key,
         *taken_params, *note_params, now, *added, p, *event_params,
+        p, outbox.type, data, created,
     ]  # fmt: skip
     with db.cursor() as cursor:
         try:
@@ -447,7 +455,9 @@ def write_clean(
     event.pk = event_id
     _saved(note, db)
     _saved(event, db)
-    return _instance(MemorySetting, setting_row, converters, db), calls_used
+    setting = _instance(MemorySetting, setting_row, converters, db)
+    outbox.number = setting.event_seq
+    return setting, calls_used
 
 
 # --- Reads with joins, the token check's --------------------------------------------------

@@ -334,6 +334,9 @@ class MemorySetting(models.Model):
     notes_reviewed = models.IntegerField(default=0)
     notes_rejected = models.IntegerField(default=0)
     notes_awaiting = models.IntegerField(default=0)
+    # The number of the project's last event (Event.number): advanced under this row's lock,
+    # so a project's events are numbered without a gap.
+    event_seq = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         db_table = "project_memory_setting"
@@ -557,3 +560,25 @@ class RunSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.slot}"
+
+
+class Event(models.Model):
+    """The outbox (SPEC §2.12): one row per change that matters, appended in the transaction
+    that makes the change and numbered per project without a gap, for webhooks and digests to
+    deliver after commit. Its data holds ids, kinds, trust, agent, run, task key, who acted and
+    a dashboard link — never a note's content, summary, tags or a search (memory/outbox.py)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="events")
+    number = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "number"], name="event_project_number")
+        ]
+        ordering = ["project_id", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.number}"

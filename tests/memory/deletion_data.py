@@ -11,6 +11,7 @@ from memory_portal.memory.models import (
     ApiToken,
     Application,
     AuditEvent,
+    Event,
     Membership,
     MemorySetting,
     Note,
@@ -40,6 +41,7 @@ TABLES = {
     "review_runs": ReviewRun,
     "tool_call_counts": ToolCallCount,
     "start_recalls": StartRecall,
+    "events": Event,
 }
 
 

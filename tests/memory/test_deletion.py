@@ -227,6 +227,7 @@ def test_an_administrator_deletes_a_project_and_the_audit_counts_what_went(
         "review_runs": 0,
         "tool_call_counts": 1,
         "start_recalls": 1,
+        "events": 11,  # the outbox's: each write, review, veto, forget… of the project
     }
     assert counts["notes_by_status"] == {"active": 6, "archived": 2, "forgotten": 2}
     assert set(counts) == set(gone) | {"notes_by_status"}

@@ -29,12 +29,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .. import counters, deadline, fastsql
+from .. import counters, deadline, fastsql, outbox
 from ..access import check_agent_gate, project_not_found, request_setting
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError
-from ..models import AuditEvent, MemorySetting, Note, Project, Status, Trust, refusal
+from ..models import AuditEvent, Event, MemorySetting, Note, Project, Status, Trust, refusal
 from ..selectors import note_by_id_q, note_get, note_not_found
 from ._common import audit_event, live_twin
 from .trace import OpenCall, budget_spent
@@ -50,14 +50,16 @@ def current_setting(actor: Actor | None, project: Project) -> MemorySetting:
 
 @dataclass
 class _Pending:
-    """What the change has collected for the setting row's one UPDATE."""
+    """What the change has collected for the setting row's one UPDATE, and the outbox events
+    to number and insert with it."""
 
     changed: bool = False
     counted: dict[str, int] = field(default_factory=dict)
     fields: dict = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
 
     def copy(self) -> _Pending:
-        return _Pending(self.changed, dict(self.counted), dict(self.fields))
+        return _Pending(self.changed, dict(self.counted), dict(self.fields), list(self.events))
 
 
 class ProjectChange:
@@ -158,12 +160,18 @@ class ProjectChange:
         **fields,
     ) -> AuditEvent:
         """The unsaved audit row of `action` in this change (`actor=None`: the system), with
-        the change's own details; `fields`: recovery_id, target, details."""
+        the change's own details; `fields`: recovery_id, target, details. An action that is an
+        event (outbox.EVENT_TYPES) also puts its outbox row in this change, inserted and
+        numbered when the change ends, in its transaction."""
         details = {**self.audit_details, **(fields.pop("details", None) or {})}
         who = self.actor if actor is True else actor
-        return audit_event(
+        row = audit_event(
             actor=who, action=action, project=self.project, note=note, details=details, **fields
         )
+        event = outbox.event_of(row, project=self.project, note=note)
+        if event is not None:
+            self._pending.events.append(event)
+        return row
 
     def audit(self, action: AuditAction, **kwargs) -> AuditEvent:
         """Record `action` now (one INSERT). `details` carries ids, counts and reasons, never
@@ -265,14 +273,20 @@ class ProjectChange:
 
     def _flush(self) -> None:
         pending = self._pending
-        if not pending.changed:
+        if not pending.changed and not pending.events:
             return
         values = dict(pending.fields)
         values.update(counters.changes(self.setting, pending.counted))
-        if not self._bumped:
+        if pending.changed and not self._bumped:
             self.setting.revision += 1
             values["revision"] = self.setting.revision
             self._bumped = True
+        if pending.events:  # numbered under the lock: a project's events have no gap
+            for event in pending.events:
+                self.setting.event_seq += 1
+                event.number = self.setting.event_seq
+            values["event_seq"] = self.setting.event_seq
+            Event.objects.bulk_create(pending.events)
         if values:
             MemorySetting.objects.filter(pk=self.setting.pk).update(**values)
         self._pending = _Pending()

@@ -76,6 +76,7 @@ _DELETED_NAMES = {
     "memory.ReviewRoutine": "review_routines",
     "memory.ReviewRun": "review_runs",
     "memory.ToolCallCount": "tool_call_counts",
+    "memory.Event": "events",
 }
 
 

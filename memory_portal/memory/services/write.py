@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from memory_portal import metrics
 
-from .. import counters, deadline, fastsql
+from .. import counters, deadline, fastsql, outbox
 from ..access import replacing_needs_manager
 from ..actors import Actor
 from ..audit_actions import AuditAction
@@ -122,6 +122,7 @@ def _write_clean(
     note.created_at = note.updated_at = now
     details = _write_details(note)
     event = audit_event(actor=actor, action=action, project=project, note=note, details=details)
+    announced = outbox.event_of(event, project=project, note=note)
     clean = fastsql.CleanWrite(
         project_id=project.pk,
         epoch=epoch,
@@ -136,7 +137,7 @@ def _write_clean(
     )
     deadline.check()
     try:
-        done = fastsql.write_clean(note, event, clean)
+        done = fastsql.write_clean(note, event, clean, announced)
     except IntegrityError:
         return None  # a concurrent identical insert won: the full protocol finds it
     if done is None:

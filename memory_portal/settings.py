@@ -309,6 +309,10 @@ LOGGING = {
     "loggers": {
         # The MCP SDK logs messages (request bodies, so note text) at INFO and DEBUG.
         "mcp": {"level": "WARNING"},
+        # httpx logs each request's URL at INFO: a webhook's (a chat hook's token is in its
+        # query string) must never reach the logs.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
         # runserver's request lines (their paths carry query strings): memory_portal.request.
         "django.server": {"level": "WARNING"},
         # Django's own handlers for it (a plain console line under DEBUG, mail to ADMINS) are
@@ -331,6 +335,8 @@ MEMORY_PORTAL = {
     # An import's check: the most lines a file may have, and the seconds its check may take
     # (memory/portability/checks.py); either past, a 400 import_limit.
     "IMPORT_MAX_LINES": env_int("MEMORY_PORTAL_IMPORT_MAX_LINES", 50_000),
+    # Webhook receivers on loopback, private or link-local networks (memory/webhooks.py).
+    "WEBHOOK_ALLOW_PRIVATE": env_bool("MEMORY_PORTAL_WEBHOOK_ALLOW_PRIVATE", False),
     "IMPORT_CHECK_SECONDS": env_float("MEMORY_PORTAL_IMPORT_CHECK_SECONDS", 20),
     # Calls of one top-level run in flight at once, and how long the next waits for one to
     # end before 429 memory_run_busy (memory/run_slots.py; 0 lifts the limit).

@@ -64,6 +64,17 @@ def _vectors_settled():
 
 
 @pytest.fixture(autouse=True)
+def _webhook_passes_by_hand():
+    """Tests run webhook delivery passes themselves (services.deliver_due); the background
+    thread a commit would wake stays asleep (tests/memory/test_webhooks.py wakes it once)."""
+    from memory_portal.memory.services import deliveries
+
+    deliveries.background.paused = True
+    yield
+    deliveries.background.paused = True
+
+
+@pytest.fixture(autouse=True)
 def _fresh_query_vectors():
     """Each test embeds its queries anew: a cached query vector would hide a model a test
     makes fail (the process keeps them, memory/embeddings.py `query_cache`)."""

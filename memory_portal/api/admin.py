@@ -525,3 +525,144 @@ def project_import(request, params: Query[ImportQuery]):
             {"username": name, "role": role, "account": True} for name, role in report.members
         ],
     }
+
+
+# --- Webhooks ---------------------------------------------------------------------------------
+
+
+def _webhook_out(webhook) -> dict:
+    from memory_portal.memory.webhooks import masked
+
+    return {
+        "id": webhook.pk,
+        "url": masked(webhook.url),
+        "eventTypes": webhook.event_types,
+        "description": webhook.description,
+        "format": webhook.format,
+        "active": webhook.active,
+        "failingSince": webhook.failing_since,
+        "disabledReason": webhook.disabled_reason,
+        "createdAt": webhook.created_at,
+    }
+
+
+def _webhook(request, project_id: str, webhook_id: str):
+    actor, project = _managed(request, project_id)
+    return actor, selectors.webhook_in_project(actor=actor, project=project, webhook_id=webhook_id)
+
+
+@router.post("/projects/{project_id}/webhooks", response=responses({201: s.WebhookCreatedOut}))
+def webhook_create(request, project_id: str, body: s.WebhookIn):
+    """Add a webhook endpoint (managers; at most 20 a project). It receives the project's
+    events of `eventTypes` from now on, at least once, signed the Standard Webhooks way with
+    the `secret` answered here once (or as a chat message, `format: chat`)."""
+    actor, project = _project(request, project_id)
+    webhook, secret = services.webhook_create(
+        actor=actor,
+        project=project,
+        url=body.url,
+        event_types=body.eventTypes,
+        description=body.description,
+        format=body.format,
+        active=body.active,
+    )
+    return Status(201, {**_webhook_out(webhook), "url": webhook.url, "secret": secret})
+
+
+@router.get("/projects/{project_id}/webhooks", response=responses({200: s.WebhookListOut}))
+def webhook_list(request, project_id: str):
+    """The project's endpoints, their URLs masked, never their secrets (managers)."""
+    actor, project = _managed(request, project_id)
+    webhooks = selectors.webhooks_of(actor=actor, project=project)
+    return {"webhooks": [_webhook_out(w) for w in webhooks]}
+
+
+@router.get(
+    "/projects/{project_id}/webhooks/{webhook_id}", response=responses({200: s.WebhookOut})
+)
+def webhook_get(request, project_id: str, webhook_id: str):
+    _actor, webhook = _webhook(request, project_id, webhook_id)
+    return _webhook_out(webhook)
+
+
+@router.patch(
+    "/projects/{project_id}/webhooks/{webhook_id}", response=responses({200: s.WebhookOut})
+)
+def webhook_change(request, project_id: str, webhook_id: str, body: s.WebhookPatchIn):
+    """Change an endpoint; `active: false` pauses it (events while it is off are not sent)."""
+    actor, webhook = _webhook(request, project_id, webhook_id)
+    webhook = services.webhook_change(
+        actor=actor,
+        webhook=webhook,
+        url=body.url,
+        event_types=body.eventTypes,
+        description=body.description,
+        format=body.format,
+        active=body.active,
+    )
+    return _webhook_out(webhook)
+
+
+@router.delete(
+    "/projects/{project_id}/webhooks/{webhook_id}", response=responses({204: None})
+)
+def webhook_delete(request, project_id: str, webhook_id: str):
+    actor, webhook = _webhook(request, project_id, webhook_id)
+    services.webhook_delete(actor=actor, webhook=webhook)
+    return Status(204, None)
+
+
+@router.post(
+    "/projects/{project_id}/webhooks/{webhook_id}/rotate", response=responses({200: s.SecretOut})
+)
+def webhook_rotate(request, project_id: str, webhook_id: str):
+    """A new signing secret, answered once; the old one stops signing at once."""
+    actor, webhook = _webhook(request, project_id, webhook_id)
+    return {"secret": services.webhook_rotate(actor=actor, webhook=webhook)}
+
+
+@router.post(
+    "/projects/{project_id}/webhooks/{webhook_id}/test", response=responses({200: s.DeliveryOut})
+)
+def webhook_test(request, project_id: str, webhook_id: str):
+    """Send a test event (`webhook.test`) now; the answer is how it went."""
+    actor, webhook = _webhook(request, project_id, webhook_id)
+    return _delivery_out(services.webhook_test(actor=actor, webhook=webhook))
+
+
+@router.get(
+    "/projects/{project_id}/webhooks/{webhook_id}/deliveries",
+    response=responses({200: s.DeliveryListOut}),
+)
+def webhook_deliveries(request, project_id: str, webhook_id: str):
+    """The endpoint's last 50 deliveries, newest first."""
+    actor, webhook = _webhook(request, project_id, webhook_id)
+    rows = selectors.webhook_deliveries(actor=actor, webhook=webhook)
+    return {"deliveries": [_delivery_out(d) for d in rows]}
+
+
+@router.post(
+    "/projects/{project_id}/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
+    response=responses({200: s.DeliveryOut}),
+)
+def delivery_retry(request, project_id: str, webhook_id: str, delivery_id: int):
+    """Send a delivery again at the next pass (soon)."""
+    actor, webhook = _webhook(request, project_id, webhook_id)
+    delivery = selectors.delivery_of(actor=actor, webhook=webhook, delivery_id=delivery_id)
+    return _delivery_out(services.delivery_retry(actor=actor, delivery=delivery))
+
+
+def _delivery_out(delivery) -> dict:
+    event = delivery.event
+    return {
+        "id": delivery.pk,
+        "eventNumber": event.number if event is not None else None,
+        "type": event.type if event is not None else "webhook.test",
+        "status": delivery.status,
+        "attempts": delivery.attempts,
+        "lastStatus": delivery.last_status,
+        "lastMs": delivery.last_ms,
+        "lastError": delivery.last_error,
+        "nextAttemptAt": delivery.next_attempt_at,
+        "createdAt": delivery.created_at,
+    }

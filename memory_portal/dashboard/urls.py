@@ -46,6 +46,13 @@ project_urls = [
     path("memory/", include(memory_urls)),
     path("overview/", views.overview, name="overview"),
     path("settings/", views.project_settings, name="settings"),
+    path("webhooks/", views.webhook_create, name="webhook-create"),
+    path("webhooks/<str:webhook_id>/<str:verb>/", views.webhook_action, name="webhook-action"),
+    path(
+        "webhooks/<str:webhook_id>/deliveries/<str:delivery_id>/retry/",
+        views.delivery_retry,
+        name="delivery-retry",
+    ),
     path("export/", views.project_export, name="export"),
     path("delete/", views.project_delete, name="project-delete"),
     path(

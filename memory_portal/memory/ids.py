@@ -51,3 +51,7 @@ def is_public_id(value: str, prefix: str) -> bool:
 
 def new_revert_id() -> str:
     return make_id("rvt")
+
+
+def new_webhook_id() -> str:
+    return make_id("whk")

@@ -31,6 +31,7 @@ from .ids import (
     new_note_id,
     new_recovery_id,
     new_run_id,
+    new_webhook_id,
 )
 from .querysets import (  # noqa: F401 (re-exported)
     NOT_RECALLED,
@@ -337,6 +338,9 @@ class MemorySetting(models.Model):
     # The number of the project's last event (Event.number): advanced under this row's lock,
     # so a project's events are numbered without a gap.
     event_seq = models.PositiveBigIntegerField(default=0)
+    # The project's active webhook endpoints, kept by their services under this lock: a change
+    # that appends events asks for a delivery only when there is one (no query otherwise).
+    webhooks_active = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "project_memory_setting"
@@ -582,3 +586,71 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} #{self.number}"
+
+
+class Webhook(models.Model):
+    """A project's webhook endpoint (SPEC §2.12): where its events go, signed the Standard
+    Webhooks way or as a chat message. Its secret is kept sealed (memory/webhooks.py), never
+    shown after it is made. `cursor`: the number of the last event handed to its deliveries."""
+
+    class Format(models.TextChoices):
+        STANDARD = "standard"
+        CHAT = "chat"
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_webhook_id, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.TextField()
+    format = models.CharField(max_length=10, choices=Format.choices, default=Format.STANDARD)
+    event_types = models.JSONField(default=list)
+    description = models.CharField(max_length=200, blank=True)
+    active = models.BooleanField(default=True)
+    secret_sealed = models.TextField(blank=True)
+    cursor = models.PositiveBigIntegerField(default=0)
+    failing_since = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["project_id", "created_at", "id"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"  # waiting for its (next) attempt
+    SENDING = "sending"  # leased by a pass; back to due when its lease ends
+    DELIVERED = "delivered"
+    FAILED = "failed"  # an answer that is no retry, or retried for a day
+
+
+class Delivery(models.Model):
+    """One event for one endpoint, and how its attempts went (services/deliveries.py). A test
+    delivery (Send a test event) has no event."""
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.CASCADE)
+    status = models.CharField(
+        max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status = models.PositiveIntegerField(default=0)
+    last_ms = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=40, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["webhook", "event"], name="delivery_webhook_event")
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} {self.event_id} {self.status}"

@@ -9,6 +9,8 @@ summary, tags, an archive reason or a search: a payload may go to a chat channel
 from __future__ import annotations
 
 from django.conf import settings
+from django.db import transaction
+from django.dispatch import Signal
 
 from .audit_actions import AuditAction
 from .models import AuditEvent, Event, Note, Project
@@ -33,6 +35,23 @@ EVENT_TYPES: dict[str, str] = {
 }
 # Every type a consumer may subscribe to: the changes above and the daily digest.
 TYPES: tuple[str, ...] = (*dict.fromkeys(EVENT_TYPES.values()), "review.digest")
+# What a new endpoint is offered ticked in the dashboard: what a person wants to hear of first.
+SUGGESTED = (
+    EVENT_TYPES[AuditAction.NOTE_VETO],
+    EVENT_TYPES[AuditAction.NOTE_REJECT],
+    EVENT_TYPES[AuditAction.MEMORY_RESET],
+)
+
+# Sent once a transaction that appended events to a project with an active webhook endpoint
+# has committed (`project_id`): the delivery pass listens (services/deliveries.py).
+events_committed = Signal()
+
+
+def announce_after_commit(project_id: int, *, webhooks_active: int) -> None:
+    """Called by a change that appended events, with its setting row's count of active
+    endpoints: nothing at all (no query, no signal) when there is none."""
+    if webhooks_active > 0:
+        transaction.on_commit(lambda: events_committed.send(sender=Event, project_id=project_id))
 
 
 def link(path: str) -> str:

@@ -41,6 +41,13 @@ NOT_STORED = {
     "MemoryArchiveArgs.id": "an id, looked up",
     "StateIn.state": "an enum",
     "EnabledIn.reviewPolicy": "an enum",
+    "WebhookIn.url": "a URL, checked (scheme, host, its network); a chat hook's token rides in "
+    "it, so it is stored as given and shown masked",
+    "WebhookPatchIn.url": "a URL, checked as WebhookIn.url",
+    "WebhookIn.eventTypes": "enums",
+    "WebhookPatchIn.eventTypes": "enums",
+    "WebhookIn.format": "an enum",
+    "WebhookPatchIn.format": "an enum",
     "ProjectIn.id": "a slug, shape-checked",
     "MemberIn.username": "a user, looked up",
     "MemberIn.role": "an enum",
@@ -95,6 +102,15 @@ def _write(api, t, w, value, field):
     else:
         body[field] = value
     return api.tool("memory_write", t.agent, body)
+
+
+def _hook(w) -> str:
+    """An endpoint of the world's project, made as data (its URL is not under test here)."""
+    from memory_portal.memory.models import Webhook
+
+    return Webhook.objects.create(
+        project=w.project, url="https://hooks.example/x", event_types=["note.vetoed"]
+    ).pk
 
 
 GATED = {
@@ -169,6 +185,16 @@ GATED = {
         lambda api, t, w, v: api.post("/api/runs", t.key, {"taskKey": v}),
         True,
     ),
+    "WebhookIn.description": (
+        lambda api, t, w, v: api.post(f"{BASE}/webhooks", t.manager, {
+            "url": "https://hooks.example/x", "eventTypes": ["note.vetoed"], "description": v}),
+        True,
+    ),  # fmt: skip
+    "WebhookPatchIn.description": (
+        lambda api, t, w, v: api.call("PATCH", f"{BASE}/webhooks/{_hook(w)}", t.manager,
+                                      {"description": v}),
+        True,
+    ),  # fmt: skip
     "RunStatusIn.step": (
         lambda api, t, w, v: api.call("PATCH", f"{BASE}/runs/{w.run.pk}", t.manager,
                                       {"step": v}),

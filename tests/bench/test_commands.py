@@ -270,3 +270,23 @@ def test_bench_reviews_runs_in_process_and_with_a_worker_and_checks_each_run():
 def test_bench_reviews_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):
         call_command(command("memory_bench_reviews"), "--agents", "4")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_outbox_times_writes_with_and_without_endpoints_and_delivers_them_all():
+    """`memory_bench_outbox`: three sides with their ratios, every delivery received, nothing
+    left behind."""
+    from memory_portal.memory.services import deliveries
+
+    out = StringIO()
+    try:
+        call_command(
+            command("memory_bench_outbox"), "--writes", "5", "--rounds", "2", stdout=out
+        )
+    finally:
+        deliveries.background.paused = True
+    text = out.getvalue()
+    for side in ("none", "three ", "three, sending alongside"):
+        assert any(line.startswith(side) and "×" in line for line in text.splitlines()), text
+    assert "deliveries received 60 of 60" in text
+    assert not Project.objects.filter(slug__startswith="bench-outbox-").exists()

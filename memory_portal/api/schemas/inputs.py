@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from memory_portal.memory import outbox
 from memory_portal.memory.validation import (
     ARCHIVE_REASON_MAX,
     CONTENT_MAX,
@@ -440,3 +441,37 @@ class RevertIn(Strict):
     dryRun: bool = False
     includeReviewed: list[str] = Field(default_factory=list, max_length=2000)
     confirm: str | None = Field(None, max_length=64)
+
+
+EventTypeName = Literal[tuple(outbox.TYPES)]  # type: ignore[valid-type]
+
+
+class WebhookIn(Strict):
+    """A webhook endpoint: where the project's events go."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="http:// or https://; an address on a private, loopback or link-local "
+        "network is refused unless MEMORY_PORTAL_WEBHOOK_ALLOW_PRIVATE",
+    )
+    eventTypes: list[EventTypeName] = Field(min_length=1, max_length=20)
+    description: str = Field("", max_length=200)
+    format: Literal["standard", "chat"] = Field(
+        "standard",
+        description="`standard`: Standard Webhooks, signed; `chat`: `{\"text\"}` for Slack or "
+        "Mattermost incoming webhooks",
+    )
+    active: bool = True
+
+
+class WebhookPatchIn(Strict):
+    """At least one field to change."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
+    url: str | None = Field(None, min_length=1, max_length=2000)
+    eventTypes: list[EventTypeName] | None = Field(None, min_length=1, max_length=20)
+    description: str | None = Field(None, max_length=200)
+    format: Literal["standard", "chat"] | None = None
+    active: bool | None = None

@@ -294,6 +294,52 @@ class KeyListOut(Schema):
     keys: list[KeyRowOut]
 
 
+class WebhookOut(Schema):
+    """An endpoint as it is shown after it was made: its URL masked (a chat hook's token is in
+    its query string), never its secret."""
+
+    id: str
+    url: str = Field(description="masked: scheme, host, the start of the path")
+    eventTypes: list[str]
+    description: str
+    format: str
+    active: bool
+    failingSince: datetime | None
+    disabledReason: str
+    createdAt: datetime
+
+
+class WebhookCreatedOut(WebhookOut):
+    """A new endpoint (or a rotated secret): `secret` is shown this once and never again."""
+
+    secret: str = Field(description="whsec_…: verify deliveries with it (Standard Webhooks)")
+
+
+class WebhookListOut(Schema):
+    webhooks: list[WebhookOut]
+
+
+class SecretOut(Schema):
+    secret: str = Field(description="the new whsec_… secret, shown this once")
+
+
+class DeliveryOut(Schema):
+    id: int
+    eventNumber: int | None = Field(description="the event's number in the project; null: a test")
+    type: str
+    status: Literal["pending", "sending", "delivered", "failed"]
+    attempts: int
+    lastStatus: int = Field(description="the receiver's HTTP status; 0: no answer")
+    lastMs: int
+    lastError: str = Field(description="timeout, connection, refused_address, …; empty")
+    nextAttemptAt: datetime | None
+    createdAt: datetime
+
+
+class DeliveryListOut(Schema):
+    deliveries: list[DeliveryOut]
+
+
 class LinkOut(Schema):
     applicationId: str
     repositoryId: str

@@ -47,6 +47,7 @@ from .pages import (
     review,
 )
 from .tokens import token_revoke, tokens
+from .webhooks import delivery_retry, webhook_action, webhook_create
 
 __all__ = [
     "LoginView",
@@ -68,6 +69,9 @@ __all__ = [
     "memory_disable",
     "memory_enable",
     "memory_policy",
+    "delivery_retry",
+    "webhook_action",
+    "webhook_create",
     "memory_reset",
     "note_action",
     "note_panel",

@@ -218,14 +218,41 @@ def overview(request, access):
 
 @project_page
 def project_settings(request, access):
-    """The project's applications (managers delete one here) and, for administrators, the
-    project's own delete in its danger zone."""
+    """The project's review policy, its webhook endpoints (managers), its applications
+    (managers delete one here) and, for administrators, the project's own delete in its
+    danger zone."""
+    return settings_page(request, access)
+
+
+def settings_page(request, access, *, status: int = 200, **context):
+    """The Settings page, also as the answer of a webhook form (a new secret, a refusal)."""
+    from memory_portal.memory.outbox import SUGGESTED, TYPES
+    from memory_portal.memory.webhooks import masked
+
     actor = actor_of(request)
+    hooks = []
+    if access.is_manager:
+        for webhook in selectors.webhooks_of(actor=actor, project=access.project):
+            deliveries = selectors.webhook_deliveries(actor=actor, webhook=webhook)[:10]
+            hooks.append(
+                {"webhook": webhook, "masked": masked(webhook.url), "deliveries": deliveries}
+            )
     return render_page(
         request,
         access,
         "dashboard/project_settings.html",
         tab="settings",
+        status=status,
         applications=selectors.applications_overview(actor=actor, project=access.project),
         can_delete_project=is_administrator(actor),
+        webhooks=hooks,
+        event_types=TYPES,
+        default_types=SUGGESTED,
+        hook_verbs=(
+            ("test", "Send a test event"), ("pause", "Pause"), ("resume", "Resume"),
+            ("rotate", "Rotate secret"), ("delete", "Delete"),
+        ),
+        **context,
     )
+
+

@@ -86,6 +86,7 @@ from .visibility import (
     note_not_found,
     notes_for_actor,
 )
+from .webhooks import delivery_of, webhook_deliveries, webhook_in_project, webhooks_of
 
 __all__ = [
     "SectionsAfter",
@@ -128,6 +129,10 @@ __all__ = [
     "evidence_stale_annotation",
     "fingerprint",
     "held_q",
+    "delivery_of",
+    "webhook_deliveries",
+    "webhook_in_project",
+    "webhooks_of",
     "held_summary",
     "HeldSummary",
     "trusted_agent_ids",

@@ -4,6 +4,7 @@ the API, the CLI, management commands and tasks all call these; nothing else wri
 from ._common import tasks_run_in_process
 from .change import ProjectChange, project_change
 from .day import day_append
+from .deliveries import deliver_due, delivery_retry
 from .keys import (
     agent_change,
     agent_retire,
@@ -63,6 +64,14 @@ from .scratchpad import (
 )
 from .settings import memory_disable, memory_enable, memory_policy_set, memory_reset
 from .trace import OpenCall, run_budget_spent, run_call_consume, tool_call_record
+from .webhooks import (
+    WEBHOOKS_MAX,
+    webhook_change,
+    webhook_create,
+    webhook_delete,
+    webhook_rotate,
+    webhook_test,
+)
 
 # The note verbs, one table for every transport: the dashboard's row buttons and bulk form and
 # the admin API call the service of a verb through it. Each service judges its note itself.
@@ -105,6 +114,14 @@ __all__ = [
     "membership_set",
     "memory_disable",
     "memory_enable",
+    "deliver_due",
+    "WEBHOOKS_MAX",
+    "delivery_retry",
+    "webhook_change",
+    "webhook_create",
+    "webhook_delete",
+    "webhook_rotate",
+    "webhook_test",
     "memory_policy_set",
     "memory_reset",
     "note_approve",

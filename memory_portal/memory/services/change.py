@@ -151,6 +151,13 @@ class ProjectChange:
             setattr(self.setting, name, value)
         pending.fields.update(fields)
 
+    def store(self, **fields) -> None:
+        """Keep `fields` on the setting row with the change's UPDATE, without advancing the
+        revision: bookkeeping that changes no memory an agent sees (a count of webhooks)."""
+        for name, value in fields.items():
+            setattr(self.setting, name, value)
+        self._pending.fields.update(fields)
+
     def event(
         self,
         action: AuditAction,
@@ -273,7 +280,7 @@ class ProjectChange:
 
     def _flush(self) -> None:
         pending = self._pending
-        if not pending.changed and not pending.events:
+        if not pending.changed and not pending.events and not pending.fields:
             return
         values = dict(pending.fields)
         values.update(counters.changes(self.setting, pending.counted))
@@ -287,6 +294,9 @@ class ProjectChange:
                 event.number = self.setting.event_seq
             values["event_seq"] = self.setting.event_seq
             Event.objects.bulk_create(pending.events)
+            outbox.announce_after_commit(
+                self.project.pk, webhooks_active=self.setting.webhooks_active
+            )
         if values:
             MemorySetting.objects.filter(pk=self.setting.pk).update(**values)
         self._pending = _Pending()

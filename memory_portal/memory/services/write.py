@@ -144,6 +144,7 @@ def _write_clean(
         return None
     setting, calls_used = done
     project.memory_setting = setting
+    outbox.announce_after_commit(project.pk, webhooks_active=setting.webhooks_active)
     if call is not None:
         call.run.tool_calls = calls_used
         call.settled = True

@@ -1,6 +1,7 @@
 """`manage.py memory_run_due_routines [--now ISO-TIME]`: run the daily reviews that are due,
-finish the MCP sessions idle past MEMORY_PORTAL_MCP_IDLE_MINUTES, and delete the run slots a
-vanished host left behind (memory/run_slots.py). Safe to call from cron
+finish the MCP sessions idle past MEMORY_PORTAL_MCP_IDLE_MINUTES, delete the run slots a
+vanished host left behind (memory/run_slots.py), and deliver the webhook events that are due
+(retries included; services/deliveries.py). Safe to call from cron
 every few minutes: a routine's day is claimed once, so overlapping copies never run it twice.
 With MEMORY_PORTAL_TASKS=database it only queues the reviews for `manage.py db_worker`."""
 
@@ -12,6 +13,7 @@ from django.utils import timezone
 from memory_portal.memory.models import ReviewRun
 from memory_portal.memory.run_slots import slots_sweep
 from memory_portal.memory.services import (
+    deliver_due,
     routines_run_due,
     runs_finish_idle,
     tasks_run_in_process,
@@ -36,6 +38,9 @@ class Command(BaseCommand):
             if timezone.is_naive(moment):
                 moment = timezone.make_aware(moment, timezone.get_current_timezone())
         slots_sweep()
+        made, sent = deliver_due()
+        if made or sent:
+            self.stdout.write(f"{sent} webhook deliveries attempted ({made} new)")
         idle = runs_finish_idle(now=moment)
         if idle:
             self.stdout.write(f"{idle} idle MCP session(s) finished")

@@ -146,7 +146,7 @@ def _write(actor: Actor, args: s.MemoryWriteArgs, call: services.OpenCall | None
         "trust": note.trust,
         "status": note.status,
         "created": result.created,
-        "held": selectors.note_held(note=note, setting=setting, agent=actor.run.agent),
+        "held": note.pk in selectors.held_note_ids(setting=setting, note_ids=[note.pk]),
     }
 
 

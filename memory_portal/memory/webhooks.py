@@ -61,7 +61,7 @@ def check_url(url: str) -> str:
         raise invalid("url", f"url must be 1 to {URL_MAX} characters.")
     try:
         parts = urlsplit(url)
-        port = parts.port
+        host, port = _host_port(url)  # a port out of range or not a number: ValueError
     except ValueError:
         raise invalid("url", "url is not a URL.") from None
     if parts.scheme not in ("http", "https"):
@@ -70,8 +70,13 @@ def check_url(url: str) -> str:
         raise invalid("url", "url must name a host.")
     if parts.username or parts.password:
         raise invalid("url", "url must not carry a user or password; send the token in its path.")
-    refuse_private(parts.hostname, port or (443 if parts.scheme == "https" else 80))
+    refuse_private(host, port)
     return url
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def refuse_private(host: str, port: int) -> None:
@@ -190,12 +195,15 @@ class Sent:
         return not self.ok and (self.status in (0, 429) or self.status >= 500)
 
 
-def send(*, url: str, secret: str | None, chat: bool, event: Event, client: httpx.Client) -> Sent:
-    """POST one event to one endpoint (10 s), signed unless it is a chat hook."""
-    parts = urlsplit(url)
+def send(webhook, event: Event, client: httpx.Client) -> Sent:
+    """POST one event to one endpoint (10 s), signed with its secret unless it is a chat
+    hook."""
+    url = webhook.url
+    chat = webhook.format == "chat"
+    secret = unseal(webhook.secret_sealed) if webhook.secret_sealed else None
     started = time.monotonic()
     try:
-        refuse_private(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+        refuse_private(*_host_port(url))
     except MemoryPortalError:
         return Sent(0, 0, "refused_address")
     headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}

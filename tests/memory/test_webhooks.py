@@ -212,6 +212,7 @@ def test_bad_endpoints_are_refused_with_nothing_created(world, settings):
         "http://[::1]/x": "private",
         "https://user:pw@example.com/x": "user or password",
         "not a url": "http",
+        "http://hooks.example:99999/x": "not a url",
     }
     for url, said in bad.items():
         with pytest.raises(MemoryPortalError) as refused:

@@ -28,22 +28,18 @@ def _searched(filterset) -> list[str]:
     return [w for w in str(data.get("q", "")).split() if len(w) > 1][:10]
 
 
-def _held_marker(context):
+def _held_marker(context, notes):
     """`held(note)`: under the `hold` review policy, how long a held note has waited ("3 h"),
-    else "" (the row shows a "Held" badge then). One query for the trusted agents, only under
-    `hold`."""
+    else "" (the row shows a "Held" badge then). One query for the page's rows, only under
+    `hold` (selectors.held_note_ids: the visibility rule's own clause)."""
     setting = context.get("setting")
-    if setting is None or setting.review_policy != "hold":
+    if setting is None:
         return lambda note: ""
-    trusted = selectors.trusted_agent_ids(project=context["project"])
+    held_ids = selectors.held_note_ids(setting=setting, note_ids=[n.pk for n in notes])
     now = timezone.now()
 
     def held(note) -> str:
-        if note.trust != "learned" or not note.top_level_run_id:
-            return ""
-        if note.created_by_agent_id in trusted:
-            return ""
-        return waited(now - note.created_at)
+        return waited(now - note.created_at) if note.pk in held_ids else ""
 
     return held
 
@@ -67,10 +63,11 @@ def note_rows(context, notes) -> SafeString:
         """The row's buttons: what this person may do to the note (access.note_actions)."""
         return note_actions(note, manager=manager)
 
+    # A table's rows (django-tables2's BoundRows) or notes.
+    records = [getattr(row, "record", row) for row in notes]
     return mark_safe(
         rows.render(
-            # A table's rows (django-tables2's BoundRows) or notes.
-            notes=[getattr(row, "record", row) for row in notes],
+            notes=records,
             columns=_COLUMNS,
             project=context["project"],
             access=context["access"],
@@ -82,6 +79,6 @@ def note_rows(context, notes) -> SafeString:
             # `rows_response`).
             section=context.get("section_key", ""),
             words=_searched(context.get("filter")),
-            held=_held_marker(context),
+            held=_held_marker(context, records),
         )
     )

@@ -72,17 +72,16 @@ from .structure import (
     applications_overview,
     person_tokens,
     repository_get,
-    trusted_agent_ids,
     user_active_get,
 )
 from .visibility import (
     AgentView,
     agent_visible_q,
     evidence_stale_annotation,
+    held_note_ids,
     held_q,
     note_by_id_q,
     note_get,
-    note_held,
     note_not_found,
     notes_for_actor,
 )
@@ -135,8 +134,7 @@ __all__ = [
     "webhooks_of",
     "held_summary",
     "HeldSummary",
-    "trusted_agent_ids",
-    "note_held",
+    "held_note_ids",
     "memories_for_actor",
     "memory_status",
     "note_by_id_q",

@@ -44,13 +44,6 @@ def agents_overview(*, actor: Actor, project: Project) -> QuerySet[Agent]:
     )
 
 
-def trusted_agent_ids(*, project: Project) -> frozenset[str]:
-    """The ids of the project's trusted agents (SPEC §2.2)."""
-    return frozenset(
-        Agent.objects.filter(project=project, trusted=True).values_list("pk", flat=True)
-    )
-
-
 def applications_overview(*, actor: Actor, project: Project) -> QuerySet[Application]:
     """The project's applications with what deleting one touches: the notes scoped to it and
     its repository links (removed), its agents and runs (detached). One query."""

@@ -99,16 +99,13 @@ def held_q() -> Q:
     return Q(trust=Trust.LEARNED) & ~Q(top_level_run_id="") & ~_trusted_writer_q()
 
 
-def note_held(*, note: Note, setting: MemorySetting, agent: Agent | None = None) -> bool:
-    """Whether the `hold` policy keeps `note` from other runs now (`held_q` for one note).
-    `agent`: its writer when the caller has it loaded (no query then)."""
-    if setting.review_policy != ReviewPolicy.HOLD or note.trust != Trust.LEARNED:
-        return False
-    if not note.top_level_run_id:
-        return False
-    if agent is not None and agent.pk == note.created_by_agent_id:
-        return not agent.trusted
-    return not Agent.objects.filter(pk=note.created_by_agent_id, trusted=True).exists()
+def held_note_ids(*, setting: MemorySetting, note_ids: list[str]) -> set[str]:
+    """Which of `note_ids` the `hold` policy keeps from other runs now (`held_q`, the one
+    rule): none, and no query, under `open`."""
+    if setting.review_policy != ReviewPolicy.HOLD or not note_ids:
+        return set()
+    held = Note.objects.filter(held_q(), project_id=setting.project_id, pk__in=note_ids)
+    return set(held.values_list("pk", flat=True))
 
 
 def _released_q(view: AgentView) -> Q:

@@ -147,9 +147,7 @@ class ProjectChange:
             pending.counted = counters.combined(pending.counted, counted)
         if wrote_note:
             fields["last_write_at"] = timezone.now()
-        for name, value in fields.items():
-            setattr(self.setting, name, value)
-        pending.fields.update(fields)
+        self.store(**fields)
 
     def store(self, **fields) -> None:
         """Keep `fields` on the setting row with the change's UPDATE, without advancing the

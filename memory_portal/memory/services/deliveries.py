@@ -129,14 +129,7 @@ def send_due(*, now=None) -> int:
 def attempt(delivery: Delivery, *, client) -> webhooks.Sent:
     """One attempt of `delivery`, recorded: delivered, tried again later, or failed."""
     webhook = delivery.webhook
-    secret = webhooks.unseal(webhook.secret_sealed) if webhook.secret_sealed else None
-    sent = webhooks.send(
-        url=webhook.url,
-        secret=secret,
-        chat=webhook.format == Webhook.Format.CHAT,
-        event=delivery.event,
-        client=client,
-    )
+    sent = webhooks.send(webhook, delivery.event, client)
     now = timezone.now()
     delivery.attempts += 1
     delivery.last_status = sent.status

@@ -192,15 +192,8 @@ def webhook_test(*, actor: Actor, webhook: Webhook) -> Delivery:
         created_at=timezone.now(),
     )
     probe.pk = f"test_{timezone.now().strftime('%Y%m%d%H%M%S')}"
-    secret = webhooks.unseal(webhook.secret_sealed)
     with webhooks.http_client() as client:
-        sent = webhooks.send(
-            url=webhook.url,
-            secret=secret,
-            chat=webhook.format == Webhook.Format.CHAT,
-            event=probe,
-            client=client,
-        )
+        sent = webhooks.send(webhook, probe, client)
     now = timezone.now()
     return Delivery.objects.create(
         webhook=webhook,

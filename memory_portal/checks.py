@@ -2,7 +2,9 @@
 hashed static file names (DEBUG off), every page's `{% static %}` needs the manifest
 `collectstatic` writes. `manage.py check --deploy` reports it (memory_portal.E001), and the WSGI
 application refuses to start without it (`refuse_to_start_without_collected_static`), naming the
-command to run. And SQLite asked to serve several processes (memory_portal.W002)."""
+command to run. And SQLite asked to serve several processes (memory_portal.W002). And, for the
+operator's information, a server that sends no email (memory_portal.I003), or emails whose
+links lead nowhere (memory_portal.W004)."""
 
 from __future__ import annotations
 
@@ -74,5 +76,33 @@ def one_process_on_sqlite(app_configs=None, **kwargs) -> list[checks.CheckMessag
             hint="Set DATABASE_URL to PostgreSQL for several processes or hosts, or drop "
             "WEB_CONCURRENCY; the worker's threads (MEMORY_PORTAL_THREADS) absorb waits.",
             id="memory_portal.W002",
+        )
+    ]
+
+
+def email_configured(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """No EMAIL_URL: nobody gets the daily digest or alerts by email (webhooks still do). Not a
+    fault, some teams want only webhooks, so it is said, not warned."""
+    from django.conf import settings
+
+    if settings.EMAIL_ENABLED:
+        if settings.DEBUG or settings.MEMORY_PORTAL_BASE_URL:
+            return []
+        return [
+            checks.Warning(
+                "EMAIL_URL is set but MEMORY_PORTAL_BASE_URL is not: the links in digest and "
+                "alert emails (the review queue, unsubscribe) would be bare paths.",
+                hint="Set MEMORY_PORTAL_BASE_URL to the dashboard's public address "
+                "(https://memory.example.com).",
+                id="memory_portal.W004",
+            )
+        ]
+    return [
+        checks.Info(
+            "EMAIL_URL is not set: no digest or alert emails are sent; the review.digest "
+            "event still reaches webhooks.",
+            hint="Set EMAIL_URL (smtp://user:password@mail.example.com:587/?tls=True) and "
+            "MEMORY_PORTAL_BASE_URL, so emails link back to the dashboard.",
+            id="memory_portal.I003",
         )
     ]

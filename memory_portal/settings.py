@@ -264,6 +264,42 @@ if PROXY_HOPS < 1:
 # No shared cache: login throttling counts in its own table (dashboard.LoginThrottle), made by
 # `migrate` like every other table, so Django's per-process default cache is all that is left.
 
+# --- Email: the daily digest and alerts (memory/emails.py) -------------------------------------
+# EMAIL_URL names the mail server as a URL, read by dj-email-url:
+# `smtp://user:password@mail.example.com:587/?tls=True` (or `submission://…`, `smtps://…`).
+# Unset: under DEBUG (`make run`) each email is printed to the console; otherwise no email is
+# sent (`manage.py check --deploy` says so, memory_portal.I003) and the digest reaches only
+# webhooks.
+EMAIL_URL = os.environ.get("EMAIL_URL", "").strip()
+if EMAIL_URL:
+    import dj_email_url
+
+    try:
+        _email = dj_email_url.parse(EMAIL_URL)
+    except (KeyError, ValueError) as exc:
+        raise ImproperlyConfigured(
+            "EMAIL_URL must be a mail server's URL "
+            f"(smtp://user:password@host:587/?tls=True): {exc}"
+        ) from exc
+    _mail_options = {}
+    if _email["EMAIL_BACKEND"].endswith(".smtp.EmailBackend"):
+        _mail_options = {
+            "host": _email["EMAIL_HOST"],
+            "port": _email["EMAIL_PORT"],
+            "username": _email["EMAIL_HOST_USER"] or "",
+            "password": _email["EMAIL_HOST_PASSWORD"] or "",
+            "use_tls": _email["EMAIL_USE_TLS"],
+            "use_ssl": _email["EMAIL_USE_SSL"],
+            "timeout": env_int("EMAIL_TIMEOUT", 10),
+        }
+    MAILERS = {"default": {"BACKEND": _email["EMAIL_BACKEND"], "OPTIONS": _mail_options}}
+elif DEBUG:
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
+EMAIL_ENABLED = bool(EMAIL_URL) or DEBUG
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "").strip() or (
+    "Memory Portal <memory-portal@localhost>"
+)
+
 # --- Tasks ------------------------------------------------------------------------------------
 # Where background tasks (the daily review) run. `immediate` (the default: `make run` needs
 # nothing else) runs each in the process that enqueues it — the cron command, or the request of
@@ -361,6 +397,9 @@ MEMORY_PORTAL = {
     "EMBEDDINGS_TIMEOUT_SECONDS": env_float("MEMORY_EMBEDDINGS_TIMEOUT_SECONDS", 5.0),
     "GIT_BINARY": os.environ.get("MEMORY_GIT_BINARY", "git"),
     "GIT_TIMEOUT_SECONDS": env_int("MEMORY_GIT_TIMEOUT_SECONDS", 10),
+    # The daily digest (memory/services/notifications.py) is sent by the routine runner's
+    # first pass at or after this hour (UTC), once a day per person.
+    "DIGEST_HOUR": env_int("MEMORY_PORTAL_DIGEST_HOUR", 7),
     # An MCP session opened with an agent key is one run, finished after this long without a
     # call when its client never ends it.
     "MCP_IDLE_MINUTES": env_int("MEMORY_PORTAL_MCP_IDLE_MINUTES", 30),

@@ -7,8 +7,13 @@ class DashboardConfig(AppConfig):
     label = "dashboard"
 
     def ready(self) -> None:
-        from memory_portal.checks import one_process_on_sqlite, static_files_collected
+        from memory_portal.checks import (
+            email_configured,
+            one_process_on_sqlite,
+            static_files_collected,
+        )
 
         # Deployment checks: development (DEBUG) serves plain names and never needs it.
         checks.register(static_files_collected, checks.Tags.staticfiles, deploy=True)
         checks.register(one_process_on_sqlite, checks.Tags.database, deploy=True)
+        checks.register(email_configured, checks.Tags.mail, deploy=True)

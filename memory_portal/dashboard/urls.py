@@ -80,6 +80,9 @@ urlpatterns = [
     path("import/check/", views.import_check, name="import-check"),
     path("import/run/", views.import_run, name="import-run"),
     path("tokens/", views.tokens, name="tokens"),
+    path("notifications/", views.notifications, name="notifications"),
+    path("notifications/p/<slug:slug>/", views.notifications_set, name="notifications-set"),
+    path("notifications/unsubscribe/<str:token>/", views.unsubscribe, name="unsubscribe"),
     path("tokens/<str:prefix>/revoke/", views.token_revoke, name="token-revoke"),
     path("p/<slug:slug>/", include(project_urls)),
 ]

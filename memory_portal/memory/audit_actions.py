@@ -48,6 +48,8 @@ class AuditAction(models.TextChoices):
     WEBHOOK_ROTATE = "webhook.rotate", "webhook secret rotated"
     WEBHOOK_DELETE = "webhook.delete", "webhook endpoint deleted"
     WEBHOOK_OFF = "webhook.off", "webhook endpoint switched off (failing)"
+    REVIEW_DIGEST = "review.digest", "daily digest made"
+    NOTIFICATIONS_SET = "notifications.set", "email notifications changed"
     KEY_REVOKE = "key.revoke", "agent key revoked"
     RUN_CREATE = "run.create", "run started"
     RUN_STATUS = "run.status", "run status changed"

@@ -341,6 +341,11 @@ class MemorySetting(models.Model):
     # The project's active webhook endpoints, kept by their services under this lock: a change
     # that appends events asks for a delivery only when there is one (no query otherwise).
     webhooks_active = models.PositiveIntegerField(default=0)
+    # The people who asked for email alerts of the project's events (NotificationSetting),
+    # kept by their service under this lock: a change asks for a pass when there is one.
+    alerts_active = models.PositiveIntegerField(default=0)
+    # The last day the project's digest was made (services/notifications.py): once a day.
+    digest_day = models.DateField(null=True, blank=True)
 
     class Meta:
         db_table = "project_memory_setting"
@@ -654,3 +659,31 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.webhook_id} {self.event_id} {self.status}"
+
+
+class NotificationSetting(models.Model):
+    """What one person is sent by email about one project (the Notifications page): the daily
+    digest, and alerts of the event types in `alerts`. A project without a row for a person
+    reads as the defaults of their role (services/notifications.py, `preferences`)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_settings"
+    )
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="notification_settings"
+    )
+    digest = models.BooleanField(default=False)
+    alerts = models.JSONField(default=list)
+    # The number of the project's last event the alerts have looked at.
+    alert_cursor = models.PositiveBigIntegerField(default=0)
+    # The last day a digest of this project was sent to this person.
+    digest_day = models.DateField(null=True, blank=True)
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project"], name="notification_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"notifications of {self.user_id} in {self.project_id}"

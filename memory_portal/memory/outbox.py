@@ -32,9 +32,27 @@ EVENT_TYPES: dict[str, str] = {
     AuditAction.MEMORY_ENABLE: "memory.enabled",
     AuditAction.MEMORY_DISABLE: "memory.disabled",
     AuditAction.MEMORY_RESET: "memory.reset",
+    AuditAction.REVIEW_DIGEST: "review.digest",
 }
 # Every type a consumer may subscribe to: the changes above and the daily digest.
-TYPES: tuple[str, ...] = (*dict.fromkeys(EVENT_TYPES.values()), "review.digest")
+TYPES: tuple[str, ...] = tuple(dict.fromkeys(EVENT_TYPES.values()))
+# How a person is told of each type (the Notifications page, an alert's subject).
+LABELS: dict[str, str] = {
+    "note.written": "A learned note is written",
+    "note.reviewed": "A note is approved",
+    "note.rejected": "A note is rejected",
+    "note.vetoed": "A note is vetoed",
+    "note.unvetoed": "A veto is undone",
+    "note.forgotten": "A note is forgotten",
+    "note.restored": "A note is restored",
+    "note.superseded": "A note is superseded",
+    "run.reverted": "A run is reverted",
+    "run.revert_undone": "A run's revert is undone",
+    "memory.enabled": "Memory is switched on",
+    "memory.disabled": "Memory is switched off",
+    "memory.reset": "Memory is reset",
+    "review.digest": "The daily review digest",
+}
 # What a new endpoint is offered ticked in the dashboard: what a person wants to hear of first.
 SUGGESTED = (
     EVENT_TYPES[AuditAction.NOTE_VETO],
@@ -42,15 +60,17 @@ SUGGESTED = (
     EVENT_TYPES[AuditAction.MEMORY_RESET],
 )
 
-# Sent once a transaction that appended events to a project with an active webhook endpoint
-# has committed (`project_id`): the delivery pass listens (services/deliveries.py).
+# Sent once a transaction that appended events to a project with a listener (an active webhook
+# endpoint, a person's email alerts) has committed (`project_id`): the delivery pass listens
+# (services/deliveries.py).
 events_committed = Signal()
 
 
-def announce_after_commit(project_id: int, *, webhooks_active: int) -> None:
-    """Called by a change that appended events, with its setting row's count of active
-    endpoints: nothing at all (no query, no signal) when there is none."""
-    if webhooks_active > 0:
+def announce_after_commit(project_id: int, *, listeners: int) -> None:
+    """Called by a change that appended events, with its setting row's count of listeners
+    (active endpoints and people with alerts): nothing at all (no query, no signal) when there
+    is none."""
+    if listeners > 0:
         transaction.on_commit(lambda: events_committed.send(sender=Event, project_id=project_id))
 
 
@@ -105,6 +125,9 @@ def event_of(audit: AuditEvent, *, project: Project, note: Note | None = None) -
         supersedes = audit.details.get("supersedes")
         if isinstance(supersedes, str):
             data["supersedes"] = supersedes
+    elif kind == "review.digest":
+        data["digest"] = audit.details.get("digest", {})
+        data["link"] = link(f"/p/{slug}/review/")
     elif kind.startswith("run."):
         run_id = audit.target_ref or audit.details.get("run") or ""
         data["runId"] = run_id

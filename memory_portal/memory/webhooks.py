@@ -168,7 +168,12 @@ def chat_text(event: Event) -> str:
             subject += f" (by {note['agentId']})"
     elif data.get("runId"):
         subject = f" {data['runId']}"
-    counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in data.get("counts", {}).items())
+    counted = data.get("counts", {})
+    if "digest" in data:  # the day's headline numbers
+        digest = data["digest"]
+        headline = ("awaiting", "written", "vetoed", "rejected")
+        counted = {k: digest[k] for k in headline if k in digest}
+    counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counted.items())
     tail = f" ({counts})" if counts else ""
     return (
         f"[{data.get('project', '')}] #{event.number} {what}:{subject}{tail} — {who}. "

@@ -34,6 +34,7 @@ from .controls import (
     project_export,
 )
 from .imports import import_check, import_page, import_run
+from .notifications import notifications, notifications_set, unsubscribe
 from .pages import (
     agent_detail,
     agent_recall_preview,
@@ -51,6 +52,9 @@ from .webhooks import delivery_retry, webhook_action, webhook_create
 
 __all__ = [
     "LoginView",
+    "notifications",
+    "notifications_set",
+    "unsubscribe",
     "agent_change",
     "agent_create",
     "connect",

@@ -25,6 +25,7 @@ from .agent import (
     recovery_in_project,
     scratchpad_items,
 )
+from .digest import Digest, project_digest
 from .filters import KNOWN_ACTIONS, AuditFilter, NoteFilter
 from .notes import (
     NoteDetail,
@@ -35,6 +36,7 @@ from .notes import (
     notes_table,
     notes_table_ids,
 )
+from .notifications import ProjectNotifications, person_notifications
 from .overview import Bar, Overview, Part, project_overview
 from .projects import (
     ProjectAccess,
@@ -88,6 +90,10 @@ from .visibility import (
 from .webhooks import delivery_of, webhook_deliveries, webhook_in_project, webhooks_of
 
 __all__ = [
+    "ProjectNotifications",
+    "person_notifications",
+    "Digest",
+    "project_digest",
     "SectionsAfter",
     "review_sections_after",
     "Bar",

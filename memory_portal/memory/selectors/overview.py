@@ -69,6 +69,14 @@ class Overview:
     cap_reached_on: date | None  # at the window's rate; None when nothing was written
 
 
+def cap_reached_on(*, stored: int, cap: int, written: int, today: date) -> date | None:
+    """The day the project reaches its cap at the rate of `written` notes in the last DAYS
+    days; None when nothing was written (or it is full already)."""
+    if not written or stored >= cap:
+        return None
+    return today + timedelta(days=int((cap - stored) / (written / DAYS)) + 1)
+
+
 def _day_filters(day: date, **more) -> dict[str, str]:
     return {"created_from": day.isoformat(), "created_to": day.isoformat(), **more}
 
@@ -203,9 +211,7 @@ def project_overview(*, actor: Actor, project: Project, now: datetime | None = N
     stored = project_counts(project=project)["total"]
     cap = settings.MEMORY_PORTAL["PROJECT_NOTE_CAP"]
     in_window = sum(by_writer.values())
-    reached = None
-    if in_window and stored < cap:
-        reached = today + timedelta(days=int((cap - stored) / (in_window / DAYS)) + 1)
+    reached = cap_reached_on(stored=stored, cap=cap, written=in_window, today=today)
     return Overview(
         days=days,
         written=written,

@@ -95,6 +95,11 @@ def held_summary(*, actor: Actor, project: Project) -> HeldSummary | None:
     require_member(actor, project)
     if project.memory_setting.review_policy != ReviewPolicy.HOLD:
         return None
+    return held_of(project)
+
+
+def held_of(project: Project) -> HeldSummary:
+    """The project's live notes `held_q` holds now, counted (whatever its policy)."""
     held = Note.objects.filter(held_q(), project=project, status=Status.ACTIVE)
     found = held.aggregate(count=Count("id"), oldest=Min("created_at"))
     return HeldSummary(found["count"], found["oldest"])

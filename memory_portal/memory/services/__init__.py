@@ -26,6 +26,13 @@ from .lifecycle import (
     notes_mark_recalled,
 )
 from .notes import fact_save, note_edit, note_write
+from .notifications import (
+    alerts_send,
+    digests_send,
+    notifications_set,
+    notifications_unsubscribe,
+    webhook_off_notify,
+)
 from .projects import (
     application_create,
     application_delete,
@@ -91,6 +98,11 @@ NOTE_VERBS = {
 BULK_VERBS = ("approve", "reject", "veto", "undo", "forget")
 
 __all__ = [
+    "alerts_send",
+    "digests_send",
+    "notifications_set",
+    "notifications_unsubscribe",
+    "webhook_off_notify",
     "BULK_VERBS",
     "NOTE_VERBS",
     "ProjectChange",

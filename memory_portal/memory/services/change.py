@@ -293,7 +293,8 @@ class ProjectChange:
             values["event_seq"] = self.setting.event_seq
             Event.objects.bulk_create(pending.events)
             outbox.announce_after_commit(
-                self.project.pk, webhooks_active=self.setting.webhooks_active
+                self.project.pk,
+                listeners=self.setting.webhooks_active + self.setting.alerts_active,
             )
         if values:
             MemorySetting.objects.filter(pk=self.setting.pk).update(**values)

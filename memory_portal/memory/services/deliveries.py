@@ -35,6 +35,7 @@ from ..actors import Actor
 from ..errors import invalid
 from ..models import Delivery, DeliveryStatus, Event, MemorySetting, Webhook
 from ._common import tasks_run_in_process
+from .notifications import alerts_send
 from .webhooks import webhook_switch_off
 
 log = logging.getLogger(__name__)
@@ -176,8 +177,11 @@ def _health(webhook: Webhook, *, ok: bool, now) -> None:
 
 
 def deliver_due(*, now=None) -> tuple[int, int]:
-    """One pass: (deliveries made, deliveries attempted)."""
-    return fan_out(now=now), send_due(now=now)
+    """One pass: (deliveries made, deliveries attempted); people's email alerts of the same
+    events go with it (services/notifications.py)."""
+    made, attempted = fan_out(now=now), send_due(now=now)
+    alerts_send()
+    return made, attempted
 
 
 # --- Who runs the passes ------------------------------------------------------------------
@@ -233,11 +237,14 @@ background = BackgroundDeliveries()
 
 def kick(project_id: int | None = None) -> None:
     """Deliver what is due soon: wake this process's delivery thread, or queue a pass for the
-    workers. `project_id`: only when that project has an active endpoint (its setting row
-    counts them)."""
-    if project_id is not None and not MemorySetting.objects.filter(
-        project_id=project_id, webhooks_active__gt=0
-    ).exists():
+    workers. `project_id`: only when that project has a listener (its setting row counts the
+    active endpoints and the people with alerts)."""
+    if (
+        project_id is not None
+        and not MemorySetting.objects.filter(
+            Q(webhooks_active__gt=0) | Q(alerts_active__gt=0), project_id=project_id
+        ).exists()
+    ):
         return
     if tasks_run_in_process():
         background.kick()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from django.db import transaction
 from django.utils import timezone
 
 from .. import outbox, webhooks
@@ -17,6 +18,7 @@ from ..errors import MemoryPortalError, invalid
 from ..models import Delivery, DeliveryStatus, Event, Project, Webhook
 from ..validation import gate
 from .change import project_change
+from .notifications import webhook_off_notify
 
 WEBHOOKS_MAX = 20
 DESCRIPTION_MAX = 200
@@ -173,6 +175,8 @@ def webhook_switch_off(*, webhook: Webhook, reason: str) -> None:
         if switched:
             _count_active(change)
             change.audit(AuditAction.WEBHOOK_OFF, target=webhook.pk, details={"reason": reason})
+            # Its managers are told by email once the switch is committed.
+            transaction.on_commit(lambda: webhook_off_notify(webhook_id=webhook.pk))
 
 
 def webhook_test(*, actor: Actor, webhook: Webhook) -> Delivery:

@@ -144,7 +144,9 @@ def _write_clean(
         return None
     setting, calls_used = done
     project.memory_setting = setting
-    outbox.announce_after_commit(project.pk, webhooks_active=setting.webhooks_active)
+    outbox.announce_after_commit(
+        project.pk, listeners=setting.webhooks_active + setting.alerts_active
+    )
     if call is not None:
         call.run.tool_calls = calls_used
         call.settled = True

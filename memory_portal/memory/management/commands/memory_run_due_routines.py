@@ -1,7 +1,8 @@
 """`manage.py memory_run_due_routines [--now ISO-TIME]`: run the daily reviews that are due,
 finish the MCP sessions idle past MEMORY_PORTAL_MCP_IDLE_MINUTES, delete the run slots a
-vanished host left behind (memory/run_slots.py), and deliver the webhook events that are due
-(retries included; services/deliveries.py). Safe to call from cron
+vanished host left behind (memory/run_slots.py), deliver the webhook events and email alerts
+that are due (retries included; services/deliveries.py), and send the daily digest from
+MEMORY_PORTAL_DIGEST_HOUR on (services/notifications.py). Safe to call from cron
 every few minutes: a routine's day is claimed once, so overlapping copies never run it twice.
 With MEMORY_PORTAL_TASKS=database it only queues the reviews for `manage.py db_worker`."""
 
@@ -14,6 +15,7 @@ from memory_portal.memory.models import ReviewRun
 from memory_portal.memory.run_slots import slots_sweep
 from memory_portal.memory.services import (
     deliver_due,
+    digests_send,
     routines_run_due,
     runs_finish_idle,
     tasks_run_in_process,
@@ -41,6 +43,9 @@ class Command(BaseCommand):
         made, sent = deliver_due()
         if made or sent:
             self.stdout.write(f"{sent} webhook deliveries attempted ({made} new)")
+        projects, emailed = digests_send(now=moment)
+        if emailed:
+            self.stdout.write(f"{emailed} digest email(s) sent ({projects} project digests)")
         idle = runs_finish_idle(now=moment)
         if idle:
             self.stdout.write(f"{idle} idle MCP session(s) finished")

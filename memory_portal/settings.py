@@ -403,4 +403,6 @@ MEMORY_PORTAL = {
     # An MCP session opened with an agent key is one run, finished after this long without a
     # call when its client never ends it.
     "MCP_IDLE_MINUTES": env_int("MEMORY_PORTAL_MCP_IDLE_MINUTES", 30),
+    # Read records (memory/services/reads.py) older than this are pruned by the routine runner.
+    "READ_RETENTION_DAYS": env_int("MEMORY_PORTAL_READ_RETENTION_DAYS", 90),
 }

@@ -69,6 +69,46 @@ def memory_page(request, project_id: str, page: Query[PageQuery], filters: Query
     }
 
 
+def _page(qs, page: PageQuery) -> dict:
+    rows = list(qs[page.offset : page.offset + page.limit + 1])
+    more = len(rows) > page.limit
+    return {
+        "limit": page.limit,
+        "offset": page.offset,
+        "nextOffset": page.offset + page.limit if more else None,
+        "reads": rows[: page.limit],
+    }
+
+
+@router.get(
+    "/projects/{project_id}/memory/{note_id}/reads", response=responses({200: s.NoteReadsOut})
+)
+def note_reads(request, project_id: str, note_id: str, page: Query[PageQuery]):
+    """Who read a note (managers): each run it was served to, newest first, with the tool, its
+    rank and score and the note's trust then; and its reach — distinct runs, agents and the
+    runs still running, an orchestrator's list of what to run again after a veto."""
+    actor, project = _managed(request, project_id)
+    reads = selectors.note_reads(actor=actor, project=project, note_id=note_id)
+    reach = selectors.note_reach(note_id=note_id)
+    return {
+        "noteId": note_id,
+        "runs": reach.runs,
+        "agents": reach.agents,
+        "runningRunIds": reach.running,
+        **_page(reads, page),
+    }
+
+
+@router.get("/projects/{project_id}/runs/{run_id}/reads", response=responses({200: s.RunReadsOut}))
+def run_reads(request, project_id: str, run_id: str, page: Query[PageQuery]):
+    """What a run read (managers), newest first: each note with its trust when read and as it
+    is now, flagged in `changedSince` when it has since been vetoed, rejected, forgotten or
+    superseded."""
+    actor, project = _managed(request, project_id)
+    reads = selectors.run_reads(actor=actor, project=project, run_id=run_id)
+    return {"runId": run_id, **_page(reads, page)}
+
+
 @router.put("/projects/{project_id}/memory", response=responses({204: None}))
 def memory_switch(request, project_id: str, body: s.EnabledIn):
     """Enable or disable memory for the project, and / or set its review policy (`open`, or

@@ -14,7 +14,7 @@ from memory_portal.memory import selectors, services
 from memory_portal.memory.access import check_agent_gate
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
-from memory_portal.memory.models import Target
+from memory_portal.memory.models import ReadTool, Target
 
 from . import schemas as s
 from . import serializers
@@ -123,6 +123,22 @@ def _with_relations(qs):
     return qs.select_related("origin_run", "evidence_repository")
 
 
+def _served(actor: Actor, tool: str, body: dict, *, offset: int = 0, trusts=None) -> dict:
+    """Record the notes the answer `body` serves (its entries, in order) as read, before it
+    is answered; `trusts` maps a note id to its trust where the entries do not carry it (a
+    recovery)."""
+    services.reads_record(
+        actor=actor,
+        tool=tool,
+        served=[
+            (e["id"], e["trust"] if trusts is None else trusts[e["id"]], None)
+            for e in body.get("entries", ())
+        ],
+        first_rank=offset + 1,
+    )
+    return body
+
+
 # --- The tools' functions (one per tool, whatever the transport) ---------------------------
 
 
@@ -153,11 +169,22 @@ def _write(actor: Actor, args: s.MemoryWriteArgs, call: services.OpenCall | None
 def _read(actor: Actor, args: s.MemoryReadArgs):
     if args.id:
         note = selectors.note_get(actor=actor, note_id=args.id)
-        return {"entries": [serializers.entry(note)], "nextOffset": None}
+        return _served(
+            actor, ReadTool.READ, {"entries": [serializers.entry(note)], "nextOffset": None}
+        )
     target = args.target or "long_term"
     if target == "recoveries":
         qs = selectors.recoveries_for_actor(actor=actor).order_by("-created_at", "id")
-        return _page_of(qs, offset=args.offset, limit=args.limit, render=serializers.recovery_entry)
+        rows = list(qs.select_related("note")[args.offset : args.offset + args.limit + 1])
+        body = serializers.page(
+            rows[: args.limit],
+            offset=args.offset,
+            limit=args.limit,
+            more=len(rows) > args.limit,
+            render=serializers.recovery_entry,
+        )
+        trusts = {r.note_id: r.note.trust for r in rows}
+        return _served(actor, ReadTool.READ, body, offset=args.offset, trusts=trusts)
     notes = selectors.notes_for_actor(actor=actor)
     if args.kind:
         notes = notes.filter(kind=args.kind)
@@ -181,7 +208,8 @@ def _read(actor: Actor, args: s.MemoryReadArgs):
         qs = notes.filter(target=Target.DAILY, day=day).order_by("created_at", "id")
     else:
         qs = notes.filter(target=Target.LONG_TERM).order_by("-created_at", "-id")
-    return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
+    body = _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
+    return _served(actor, ReadTool.READ, body, offset=args.offset)
 
 
 def _search(actor: Actor, args: s.MemorySearchArgs):
@@ -193,7 +221,8 @@ def _search(actor: Actor, args: s.MemorySearchArgs):
         day=args.date,
         tag=args.tag,
     )
-    return _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
+    body = _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
+    return _served(actor, ReadTool.SEARCH, body, offset=args.offset)
 
 
 def _status(actor: Actor, args: s.MemoryStatusArgs):

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.actors import Actor
-from memory_portal.memory.models import Kind, Scope
+from memory_portal.memory.models import Kind, ReadTool, Scope
 from memory_portal.memory.recall import service as recall_module
 
 from . import schemas as s
@@ -72,12 +72,21 @@ def _list(actor: Actor, args: ListQuery) -> dict:
         kind=args.kind,
         status=None if args.status == "all" else args.status,
     )
-    return {"object": "list", "data": [serializers.memory(n) for n in qs[: args.limit]]}
+    notes = list(qs[: args.limit])
+    services.reads_record(
+        actor=actor, tool=ReadTool.LIST, served=[(n.id, n.trust, None) for n in notes]
+    )
+    return {"object": "list", "data": [serializers.memory(n) for n in notes]}
 
 
 def _recall(actor: Actor, args: s.RecallIn) -> dict:
     result = recall_module.recall(
         actor=actor, query=args.query, agent_id=args.agentId, start=args.start
+    )
+    services.reads_record(
+        actor=actor,
+        tool=ReadTool.START_RECALL if args.start else ReadTool.RECALL,
+        served=[(p.note.id, p.note.trust, p.score) for p in (*result.memories, *result.related)],
     )
     return {
         "object": "recall",

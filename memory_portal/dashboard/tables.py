@@ -20,6 +20,14 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 PAGE_MAX = 1_000_000
 
 
+def reads_offset(request) -> int:
+    """Where a page's list of reads starts (`?reads=40`): a note's readers, a run's reads."""
+    try:
+        return min(max(0, int(request.GET.get("reads", "0"))), PAGE_MAX)
+    except ValueError:
+        return 0
+
+
 class TableMeta:
     """What every table of the dashboard shares: columns declared, never from the model, and
     50 rows a page."""

@@ -89,6 +89,12 @@ CODES: dict[str, ErrorCode] = {
         "the same call after Retry-After seconds.",
         retry_after=2,
     ),
+    "memory_read_unrecorded": ErrorCode(
+        503,
+        "The notes found could not be recorded as read, so none were served. Retry the same "
+        "call after Retry-After seconds.",
+        retry_after=2,
+    ),
     "service_unavailable": ErrorCode(
         503,
         "The database is unavailable for a moment; nothing was written. Retry the same call "

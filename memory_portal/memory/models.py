@@ -47,6 +47,8 @@ from .querysets import (  # noqa: F401 (re-exported)
     vetoed_q,
 )
 from .run_records import (  # noqa: F401 (re-exported)
+    NoteRead,
+    ReadTool,
     RecallDay,
     ReviewRoutine,
     ReviewRun,

@@ -53,6 +53,12 @@ LABELS: dict[str, str] = {
     "memory.reset": "Memory is reset",
     "review.digest": "The daily review digest",
 }
+# The events that say who had read the note (its runs, its agents, the runs still running):
+# what an orchestrator re-runs after a bad fact is taken away.
+READ_REACH = frozenset(
+    EVENT_TYPES[action]
+    for action in (AuditAction.NOTE_VETO, AuditAction.NOTE_REJECT, AuditAction.NOTE_FORGET)
+)
 # What a new endpoint is offered ticked in the dashboard: what a person wants to hear of first.
 SUGGESTED = (
     EVENT_TYPES[AuditAction.NOTE_VETO],
@@ -125,6 +131,10 @@ def event_of(audit: AuditEvent, *, project: Project, note: Note | None = None) -
         supersedes = audit.details.get("supersedes")
         if isinstance(supersedes, str):
             data["supersedes"] = supersedes
+        if kind in READ_REACH:
+            from .selectors.reads import note_reach  # selectors import this module
+
+            data["reads"] = note_reach(note_id=note.pk).as_data()
     elif kind == "review.digest":
         data["digest"] = audit.details.get("digest", {})
         data["link"] = link(f"/p/{slug}/review/")

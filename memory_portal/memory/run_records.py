@@ -43,6 +43,45 @@ class StartRecall(models.Model):
         return f"{self.top_level_run_id} @ {self.recalled_at:%Y-%m-%d %H:%M}"
 
 
+class ReadTool(models.TextChoices):
+    """How a note was served to an agent (NoteRead.tool), whatever the transport."""
+
+    READ = "read"  # memory_read, by id or a page of a target
+    SEARCH = "search"  # memory_search
+    RECALL = "recall"  # an on-demand recall (v1)
+    START_RECALL = "start_recall"  # the start-of-run recall (v1 start, the MCP prompt)
+    LIST = "list"  # GET /api/v1/memories
+
+
+class NoteRead(models.Model):
+    """One note served to an agent's run (SPEC §2.10): which note, to which run (its agent and
+    top-level run are the run's), by which tool, its rank in the answer and its score where
+    there is one, its trust at that moment, and when — never the query. One insert per call,
+    before the answer (services/reads.py). Kept MEMORY_PORTAL_READ_RETENTION_DAYS; a note's and
+    a run's go with them (a reset, a deletion) in one DELETE each: nothing hangs off a read, so
+    Django deletes them without fetching them first."""
+
+    note = models.ForeignKey("Note", on_delete=models.CASCADE, related_name="reads", db_index=False)
+    run = models.ForeignKey("Run", on_delete=models.CASCADE, related_name="reads", db_index=False)
+    tool = models.CharField(max_length=16, choices=ReadTool)
+    rank = models.PositiveSmallIntegerField()
+    score = models.FloatField(null=True, blank=True)
+    trust = models.CharField(max_length=10)
+    read_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "project_memory_read"
+        indexes = [
+            # A note's readers and a run's reads, newest first; retention walks the primary key
+            # (ids grow with time), so read_at needs no index of its own.
+            models.Index(fields=["note", "-id"], name="read_by_note"),
+            models.Index(fields=["run", "-id"], name="read_by_run"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.note_id} read by {self.run_id} ({self.tool} #{self.rank})"
+
+
 class RecallDay(models.Model):
     """The recalls of one project on one UTC day that served notes, and the notes they served
     (the overview's recall chart); counted where a recall marks its picks."""

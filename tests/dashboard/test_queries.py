@@ -113,16 +113,17 @@ def test_other_list_pages_are_bounded(world, manager_client, django_assert_max_n
 # loaded and authorised alone): session, user, the project with its setting and the person's
 # role (one query, the role remembered for the request), savepoint, the setting-row lock, the
 # note read once under the lock (with any live twin, for the undo), its update, the revision
-# bump, the audit row, the outbox's event (its number rides on the bump), release; then the
-# counters (one grouped count) and the redrawn row.
-NOTE_ACTION_QUERIES = 13
+# bump, the audit row, the outbox's event (its number rides on the bump) with, for a veto, the
+# note's readers counted (one aggregate; their running runs listed only when there are some),
+# release; then the counters (one grouped count) and the redrawn row.
+NOTE_ACTION_QUERIES = 14
 # PostgreSQL sends two more: the bounded lock wait sets statement_timeout around the lock
 # (memory/fastsql.py, bounded_lock_wait); they are settings, counted apart.
 LOCK_WAIT_SETTINGS = 2
 
 
 @pytest.mark.parametrize("verb", ["veto", "undo"])
-def test_a_veto_and_its_undo_stay_within_thirteen_statements(world, manager_client, verb):
+def test_a_veto_and_its_undo_stay_within_fourteen_statements(world, manager_client, verb):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -232,3 +233,36 @@ def test_the_filters_dropdowns_open_no_server_side_cursor(client, world):
         response = client.get(reverse("dashboard:project", args=[SLUG]))
     assert response.status_code == 200 and b'value="storefront"' in response.content
     assert cursors and not [c for c in cursors if "Server" in c], cursors
+
+
+def test_the_read_lists_of_a_note_and_a_run_do_not_grow_with_reads(
+    world, manager_client, django_assert_max_num_queries
+):
+    from memory_portal.memory.models import NoteRead
+
+    note = write_note(world, "The cache warm-up takes four minutes after a deploy")
+    other = write_note(world, "Deploys go out on Tuesdays")
+
+    def read_by(runs: int) -> None:
+        for _ in range(runs):
+            run = services.run_create(actor=None, agent=world.agent2)
+            for rank, read in enumerate((note, other), start=1):
+                NoteRead.objects.create(
+                    note=read, run=run, tool="search", rank=rank, trust=read.trust
+                )
+                NoteRead.objects.create(
+                    note=read, run=world.run2, tool="read", rank=1, trust="learned"
+                )
+
+    urls = [
+        reverse("dashboard:note", args=[SLUG, note.pk]),
+        reverse("dashboard:run", args=[SLUG, world.run2.pk]),
+    ]
+    read_by(3)
+    few = [count_queries(manager_client, u, django_assert_max_num_queries, 40) for u in urls]
+    read_by(30)
+    services.note_veto(actor=world.as_manager, note_id=other.pk)
+    many = [count_queries(manager_client, u, django_assert_max_num_queries, 40) for u in urls]
+    assert [n for n, _ in many] == [n for n, _ in few]
+    assert "Read by 34 runs of 1 agent" in many[0][1]
+    assert many[1][1].count("vetoed since") == 10  # 20 a page, half of them the vetoed note

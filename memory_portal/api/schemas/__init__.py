@@ -61,10 +61,12 @@ from .outputs import (
     MemberOut,
     MemoryListOut,
     MemoryOut,
+    NoteReadsOut,
     NotesByStatusOut,
     NoteStateOut,
     PageOut,
     ProjectDeleteOut,
+    ReadOut,
     RecalledMemoryOut,
     RecallOut,
     RecoveryOut,
@@ -76,6 +78,8 @@ from .outputs import (
     RevertReviewedOut,
     RevertUndoOut,
     RunOut,
+    RunReadOut,
+    RunReadsOut,
     ScratchpadItemOut,
     ScratchpadOut,
     SecretOut,
@@ -92,6 +96,10 @@ from .outputs import (
 )
 
 __all__ = [
+    "NoteReadsOut",
+    "ReadOut",
+    "RunReadOut",
+    "RunReadsOut",
     "AdminMemoryOut",
     "AdminNoteOut",
     "AgentIn",

@@ -12,7 +12,8 @@ from ninja import Schema
 from ninja.schema import DjangoGetter
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
-from memory_portal.memory.models import Note, Recovery, Status, Trust
+from memory_portal.memory.models import Note, NoteRead, Recovery, Status, Trust
+from memory_portal.memory.selectors.reads import changed_since
 
 
 def _blank_is_none(value: Any) -> Any:
@@ -573,3 +574,57 @@ def responses(ok: dict) -> dict:
 
 
 ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 429, 500, 503})
+
+
+# --- Read records (SPEC §2.10) ------------------------------------------------------------
+
+
+class ReadOut(Shape):
+    """One note served to one run: ids and numbers, never the query."""
+
+    noteId: str = Field(alias="note_id")
+    runId: str = Field(alias="run_id")
+    topLevelRunId: str = Field(alias="run.top_level_run_id")
+    agentId: str = Field(alias="run.agent_id")
+    runStatus: str = Field(description="running, succeeded or failed, now")
+    tool: str = Field(description="read, search, list, recall or start_recall")
+    rank: int = Field(description="its place in the answer, from 1")
+    score: float | None = Field(description="recall's score; null where the answer has none")
+    trustWhenRead: str = Field(alias="trust")
+    readAt: datetime = Field(alias="read_at")
+
+    @staticmethod
+    def resolve_runStatus(read: NoteRead) -> str:
+        return read.run.status
+
+
+class NoteReadsOut(Schema):
+    noteId: str
+    runs: int = Field(description="distinct runs the note was served to (records kept)")
+    agents: int
+    runningRunIds: list[str] = Field(description="those runs still running, at most 50")
+    reads: list[ReadOut]
+    limit: int
+    offset: int
+    nextOffset: int | None
+
+
+class RunReadOut(ReadOut):
+    """A read with its note as it is now, flagged when it has since been taken away."""
+
+    kind: str = Field(alias="note.kind")
+    trustNow: str = Field(alias="note.trust")
+    statusNow: str = Field(alias="note.status")
+    changedSince: list[str] = Field(description="vetoed, rejected, forgotten, superseded")
+
+    @staticmethod
+    def resolve_changedSince(read: NoteRead) -> list[str]:
+        return changed_since(read)
+
+
+class RunReadsOut(Schema):
+    runId: str
+    reads: list[RunReadOut]
+    limit: int
+    offset: int
+    nextOffset: int | None

@@ -14,7 +14,15 @@ from memory_portal.memory.models import RunStatus
 from memory_portal.memory.services.revert import CONFIRM_THRESHOLD, run_revert_latest
 
 from ..forms import BULK_ACTIONS, DeleteRunForm, RunStatusForm
-from ..tables import PER_PAGE_CHOICES, AuditTable, NoteTable, RunTable, keyset_page, paginate
+from ..tables import (
+    PER_PAGE_CHOICES,
+    AuditTable,
+    NoteTable,
+    RunTable,
+    keyset_page,
+    paginate,
+    reads_offset,
+)
 from .base import (
     actor_of,
     done,
@@ -42,7 +50,13 @@ def runs(request, access):
 
 @project_page
 def run_detail(request, access, run_id):
-    detail = selectors.run_detail(actor=actor_of(request), project=access.project, run_id=run_id)
+    actor = actor_of(request)
+    detail = selectors.run_detail(actor=actor, project=access.project, run_id=run_id)
+    reads = selectors.reads_page(
+        selectors.run_reads(actor=actor, project=access.project, run_id=run_id),
+        offset=reads_offset(request),
+        changes=True,
+    )
     return render_page(
         request,
         access,
@@ -51,6 +65,7 @@ def run_detail(request, access, run_id):
         detail=detail,
         run=detail.run,
         revert=run_revert_latest(run=detail.run),
+        reads=reads,
         table=note_page(request, access, NoteTable(detail.notes)),
         delete_form=DeleteRunForm(),
         bulk_actions=BULK_ACTIONS,

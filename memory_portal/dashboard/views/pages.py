@@ -19,7 +19,7 @@ from memory_portal.memory.recall.service import recall
 
 from ..charts import overview_charts
 from ..forms import BULK_ACTIONS, AgentForm, FactForm, ResetForm, stage_choices
-from ..tables import PAGE_MAX, PER_PAGE_CHOICES, NoteTable
+from ..tables import PAGE_MAX, PER_PAGE_CHOICES, NoteTable, reads_offset
 from .base import (
     MEMORY_PAGE,
     actor_of,
@@ -100,9 +100,22 @@ def _quick_filters(request) -> dict:
 
 @project_page
 def note_detail(request, access, note_id):
-    detail = selectors.note_detail(actor=actor_of(request), project=access.project, note_id=note_id)
+    actor = actor_of(request)
+    detail = selectors.note_detail(actor=actor, project=access.project, note_id=note_id)
+    reads = selectors.reads_page(
+        selectors.note_reads(actor=actor, project=access.project, note_id=note_id),
+        offset=reads_offset(request),
+    )
     return render_page(
-        request, access, "dashboard/note.html", tab="notes", detail=detail, note=detail.note
+        request,
+        access,
+        "dashboard/note.html",
+        tab="notes",
+        detail=detail,
+        note=detail.note,
+        reads=reads,
+        reach=selectors.note_reach(note_id=note_id),
+        read_retention_days=settings.MEMORY_PORTAL["READ_RETENTION_DAYS"],
     )
 
 

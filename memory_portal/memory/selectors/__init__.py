@@ -47,6 +47,15 @@ from .projects import (
     projects_overview,
     setting_get,
 )
+from .reads import (
+    Reach,
+    ReadsPage,
+    changed_since,
+    note_reach,
+    note_reads,
+    reads_page,
+    run_reads,
+)
 from .review import (
     DAY_STAMP_LENGTH,
     REVIEW_SECTIONS,
@@ -90,6 +99,13 @@ from .visibility import (
 from .webhooks import delivery_of, webhook_deliveries, webhook_in_project, webhooks_of
 
 __all__ = [
+    "Reach",
+    "ReadsPage",
+    "reads_page",
+    "changed_since",
+    "note_reach",
+    "note_reads",
+    "run_reads",
     "ProjectNotifications",
     "person_notifications",
     "Digest",

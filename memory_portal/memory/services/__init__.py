@@ -42,6 +42,7 @@ from .projects import (
     repository_create,
     repository_link_set,
 )
+from .reads import reads_prune, reads_record
 from .revert import run_revert
 from .revert_undo import run_revert_undo
 from .review import note_approve, note_reject, note_reverify
@@ -98,6 +99,8 @@ NOTE_VERBS = {
 BULK_VERBS = ("approve", "reject", "veto", "undo", "forget")
 
 __all__ = [
+    "reads_prune",
+    "reads_record",
     "alerts_send",
     "digests_send",
     "notifications_set",

@@ -2,7 +2,8 @@
 finish the MCP sessions idle past MEMORY_PORTAL_MCP_IDLE_MINUTES, delete the run slots a
 vanished host left behind (memory/run_slots.py), deliver the webhook events and email alerts
 that are due (retries included; services/deliveries.py), and send the daily digest from
-MEMORY_PORTAL_DIGEST_HOUR on (services/notifications.py). Safe to call from cron
+MEMORY_PORTAL_DIGEST_HOUR on (services/notifications.py), and prune the read records past
+MEMORY_PORTAL_READ_RETENTION_DAYS (services/reads.py). Safe to call from cron
 every few minutes: a routine's day is claimed once, so overlapping copies never run it twice.
 With MEMORY_PORTAL_TASKS=database it only queues the reviews for `manage.py db_worker`."""
 
@@ -16,6 +17,7 @@ from memory_portal.memory.run_slots import slots_sweep
 from memory_portal.memory.services import (
     deliver_due,
     digests_send,
+    reads_prune,
     routines_run_due,
     runs_finish_idle,
     tasks_run_in_process,
@@ -46,6 +48,9 @@ class Command(BaseCommand):
         projects, emailed = digests_send(now=moment)
         if emailed:
             self.stdout.write(f"{emailed} digest email(s) sent ({projects} project digests)")
+        pruned = reads_prune(now=moment)
+        if pruned:
+            self.stdout.write(f"{pruned} read record(s) past their retention deleted")
         idle = runs_finish_idle(now=moment)
         if idle:
             self.stdout.write(f"{idle} idle MCP session(s) finished")

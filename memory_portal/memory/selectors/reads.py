@@ -1,0 +1,117 @@
+"""Who read a note (SPEC §2.10): the reach of a note among the runs it was served to — what a
+veto, a reject or a forget would act on. One rule for the event payload, the API and the
+dashboard's confirmations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, QuerySet
+
+from ..actors import Actor
+from ..models import NoteRead, Project, RunStatus, Status, Trust
+from .activity import run_in_project
+from .notes import note_in_project
+
+# A read as a list shows it, with its run; and what a run's list shows of the note now (never
+# its text).
+READ_COLUMNS = (
+    "id", "note_id", "run_id", "tool", "rank", "score", "trust", "read_at",
+    "run__status", "run__agent_id", "run__top_level_run_id", "run__agent__name",
+)  # fmt: skip
+NOTE_NOW = ("kind", "trust", "status", "archive_reason", "superseded_by")
+RUNNING_LISTED = 50  # the ids of still-running readers an answer lists at most
+
+
+@dataclass(frozen=True)
+class Reach:
+    runs: int  # distinct runs the note was served to
+    agents: int  # their distinct agents
+    running: list[str]  # the ids of those still running (at most RUNNING_LISTED), newest first
+
+    def as_data(self) -> dict:
+        return {"runs": self.runs, "agents": self.agents, "runningRunIds": self.running}
+
+
+def note_reach(*, note_id: str, since: datetime | None = None) -> Reach:
+    """The runs `note_id` was served to (since `since`, else all kept records), their agents,
+    and which of them are still running. Two queries on the note's index."""
+    reads = NoteRead.objects.filter(note_id=note_id)
+    if since is not None:
+        reads = reads.filter(read_at__gte=since)
+    counted = reads.aggregate(
+        runs=Count("run_id", distinct=True), agents=Count("run__agent_id", distinct=True)
+    )
+    running = []
+    if counted["runs"]:
+        running = list(
+            reads.filter(run__status=RunStatus.RUNNING)
+            .order_by("run_id")
+            .values_list("run_id", flat=True)
+            .distinct()[:RUNNING_LISTED]
+        )
+    return Reach(counted["runs"], counted["agents"], running)
+
+
+def note_reads(*, actor: Actor, project: Project, note_id: str) -> QuerySet[NoteRead]:
+    """Who read a note of the project, newest first, each with its run (status, agent, top-level
+    run). `memory_not_found` for a note that is not the project's."""
+    note_in_project(actor=actor, project=project, note_id=note_id)
+    return (
+        NoteRead.objects.filter(note_id=note_id)
+        .select_related("run__agent")
+        .only(*READ_COLUMNS)
+        .order_by("-id")
+    )
+
+
+def run_reads(*, actor: Actor, project: Project, run_id: str) -> QuerySet[NoteRead]:
+    """What a run of the project read, newest first, each with its note as it is now (see
+    `changed_since`). `not_found` for a run that is not the project's."""
+    run = run_in_project(actor=actor, project=project, run_id=run_id)
+    return (
+        NoteRead.objects.filter(run_id=run.pk)
+        .select_related("note", "run__agent")
+        .only(*READ_COLUMNS, *(f"note__{c}" for c in NOTE_NOW))
+        .order_by("-id")
+    )
+
+
+def changed_since(read: NoteRead) -> list[str]:
+    """What became of the note since it was read, of what makes a read worth a second look:
+    `vetoed`, `rejected` (reviewed or learned when read), `forgotten`, `superseded`."""
+    note = read.note
+    changes = []
+    if note.is_vetoed:
+        changes.append("vetoed")
+    if note.trust == Trust.REJECTED and read.trust != Trust.REJECTED:
+        changes.append("rejected")
+    if note.status == Status.FORGOTTEN:
+        changes.append("forgotten")
+    if note.superseded_by_id:
+        changes.append("superseded")
+    return changes
+
+
+PAGE_SIZE = 20
+
+
+@dataclass(frozen=True)
+class ReadsPage:
+    rows: list[NoteRead]
+    offset: int
+    next_offset: int | None
+
+
+def reads_page(
+    reads: QuerySet[NoteRead], *, offset: int, size: int = PAGE_SIZE, changes: bool = False
+) -> ReadsPage:
+    """One page of a read list (newest first) from `offset`: the dashboard's note and run
+    pages. `changes`: each row carries `changes` (`changed_since`; a run's list)."""
+    offset = max(0, offset)
+    rows = list(reads[offset : offset + size + 1])
+    for row in rows if changes else ():
+        row.changes = changed_since(row)
+    more = len(rows) > size
+    return ReadsPage(rows[:size], offset, offset + size if more else None)

@@ -1,0 +1,191 @@
+"""Read records (SPEC §2.10): every note served to an agent's run is recorded before the answer
+— by memory_read and memory_search, v1 list and recall, the start-of-run recall — with its rank,
+score and trust at the time, never the query; no record, no answer (503); retention and
+deletion clear them; a veto's event says who had read the note."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from memory_portal.memory import services
+from memory_portal.memory.models import Event, NoteRead, ReadTool, Run, RunStatus, ToolCallCount
+from memory_portal.memory.services import reads as reads_module
+
+from .conftest import error_code
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fact(world):
+    """A project-wide fact written by run A (the runtime agent), seen by run B (design)."""
+    return services.note_write(
+        actor=world.as_agent, kind="fact", content="The billing service retries webhooks for a day."
+    ).note
+
+
+def reads_of(run):
+    return list(NoteRead.objects.filter(run=run).order_by("id"))
+
+
+def test_run_b_searching_and_reading_run_a_note_is_recorded(api, tokens, world, fact):
+    found = api.tool("memory_search", tokens.agent2, {"query": "billing webhooks"})
+    assert found.status_code == 200, found.json()
+    assert [e["id"] for e in found.json()["entries"]] == [fact.id]
+    by_id = api.tool("memory_read", tokens.agent2, {"id": fact.id})
+    assert by_id.status_code == 200
+
+    rows = reads_of(world.run2)
+    assert [(r.note_id, r.tool, r.rank, r.score, r.trust) for r in rows] == [
+        (fact.id, ReadTool.SEARCH, 1, None, "learned"),
+        (fact.id, ReadTool.READ, 1, None, "learned"),
+    ]
+    assert rows[0].run.agent_id == world.agent2.id
+    assert rows[0].run.top_level_run_id == world.run2.top_level_run_id
+    assert not NoteRead.objects.filter(run=world.run).exists()  # its writer read nothing
+
+
+def test_a_page_is_recorded_in_its_order_ranked_from_its_offset(api, tokens, world):
+    ids = [
+        services.note_write(
+            actor=world.as_agent, kind="fact", content=f"Release step {n} is checked twice."
+        ).note.id
+        for n in range(4)
+    ]
+    page = api.tool("memory_read", tokens.agent, {"target": "long_term", "offset": 1, "limit": 2})
+    served = [e["id"] for e in page.json()["entries"]]
+    assert served == list(reversed(ids))[1:3]
+    assert [(r.note_id, r.rank) for r in reads_of(world.run)] == list(
+        zip(served, (2, 3), strict=True)
+    )
+
+
+def test_v1_list_recall_and_the_start_recall_are_recorded_with_scores(api, tokens, world):
+    note = services.fact_save(actor=world.as_agent, text="Deploys go out on Tuesdays.").note
+    assert api.get("/api/v1/memories", tokens.agent).status_code == 200
+    recalled = api.post(
+        "/api/v1/memories/recall", tokens.agent, {"query": "when do deploys go out"}
+    )
+    assert recalled.status_code == 200
+    score = recalled.json()["memories"][0]["score"]
+    started = api.post("/api/v1/memories/recall", tokens.agent, {"start": True})
+    assert started.status_code == 200 and started.json()["memories"]
+
+    rows = reads_of(world.run)
+    assert [(r.tool, r.note_id) for r in rows] == [
+        (ReadTool.LIST, note.id),
+        (ReadTool.RECALL, note.id),
+        (ReadTool.START_RECALL, note.id),
+    ]
+    assert rows[1].score == pytest.approx(score)
+
+
+def test_a_person_reading_is_not_recorded(api, tokens, world, fact):
+    assert api.get(f"/api/v1/memories?agentId={world.agent.id}", tokens.manager).status_code == 200
+    assert not NoteRead.objects.exists()
+
+
+def test_the_record_holds_no_query(api, tokens, world, fact):
+    api.tool("memory_search", tokens.agent2, {"query": "billing webhooks"})
+    values = [str(v) for row in NoteRead.objects.values() for v in row.values()]
+    assert not any("billing" in v for v in values)
+
+
+def test_a_read_that_cannot_be_recorded_serves_nothing(api, tokens, world, fact, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OperationalError("the disk is full")
+
+    monkeypatch.setattr(reads_module.NoteRead.objects, "bulk_create", refuse)
+    for name, body in (("memory_search", {"query": "billing"}), ("memory_read", {"id": fact.id})):
+        answer = api.tool(name, tokens.agent2, body)
+        assert answer.status_code == 503
+        assert answer["Retry-After"] == "2"
+        assert error_code(answer) == "memory_read_unrecorded"
+        assert "billing" not in answer.content.decode()
+    traced = ToolCallCount.objects.get(run=world.run2, tool="search")
+    assert traced.outcome == "memory_read_unrecorded"
+    # Nothing found, nothing to record: an empty answer does not need the table.
+    empty = api.tool("memory_search", tokens.agent2, {"query": "kubernetes"})
+    assert empty.status_code == 200 and empty.json()["entries"] == []
+
+
+def test_retention_prunes_old_records_in_batches(world, fact, settings, monkeypatch):
+    now = timezone.now()
+    old = now - timedelta(days=91)
+    for when in (old, old, old, now - timedelta(days=89)):
+        NoteRead.objects.create(
+            note=fact, run=world.run2, tool=ReadTool.READ, rank=1, trust="learned", read_at=when
+        )
+    monkeypatch.setattr(reads_module, "PRUNE_BATCH", 2)
+    assert services.reads_prune(now=now, batches=1) == 2  # one bounded batch a pass
+    assert services.reads_prune(now=now) == 1
+    assert NoteRead.objects.count() == 1
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "READ_RETENTION_DAYS": 30}
+    assert services.reads_prune(now=now) == 1  # the setting holds: 89 days is past 30
+    assert not NoteRead.objects.exists()
+
+
+def test_deleting_a_run_or_resetting_clears_their_records(api, tokens, world, fact):
+    api.tool("memory_read", tokens.agent2, {"id": fact.id})
+    api.tool("memory_read", tokens.agent, {"id": fact.id})
+    assert NoteRead.objects.count() == 2
+    Run.objects.filter(pk=world.run2.pk).update(status=RunStatus.SUCCEEDED)
+    services.run_delete(actor=world.as_manager, run=Run.objects.get(pk=world.run2.pk))
+    assert list(NoteRead.objects.values_list("run_id", flat=True)) == [world.run.pk]
+    services.memory_reset(actor=world.as_manager, project=world.project)
+    assert not NoteRead.objects.exists()
+
+
+def test_a_veto_event_names_the_runs_that_read_the_note(api, tokens, world, fact):
+    api.tool("memory_search", tokens.agent2, {"query": "billing webhooks"})
+    api.tool("memory_read", tokens.agent2, {"id": fact.id})
+    done = services.run_create(actor=None, agent=world.agent, task_key="PIN-44")
+    done_token = services.token_create(actor=None, run=done)[1]
+    api.tool("memory_read", done_token, {"id": fact.id})
+    Run.objects.filter(pk=done.pk).update(status=RunStatus.SUCCEEDED)
+
+    services.note_veto(actor=world.as_manager, note_id=fact.id)
+    event = Event.objects.get(type="note.vetoed")
+    assert event.data["reads"] == {"runs": 2, "agents": 2, "runningRunIds": [world.run2.pk]}
+    # A written note's event says nothing of reads: none can have happened.
+    assert "reads" not in Event.objects.filter(type="note.written").first().data
+
+
+def test_the_reads_routes_list_who_read_a_note_and_what_a_run_read(api, tokens, world, fact):
+    api.tool("memory_search", tokens.agent2, {"query": "billing webhooks"})
+    api.tool("memory_read", tokens.agent2, {"id": fact.id})
+    base = f"/api/admin/projects/{world.project.slug}"
+
+    answer = api.get(f"{base}/memory/{fact.id}/reads?limit=1", tokens.manager)
+    assert answer.status_code == 200, answer.json()
+    body = answer.json()
+    assert (body["runs"], body["agents"], body["runningRunIds"]) == (1, 1, [world.run2.pk])
+    assert body["nextOffset"] == 1 and len(body["reads"]) == 1
+    newest = body["reads"][0]
+    assert newest["tool"] == "read" and newest["runId"] == world.run2.pk
+    assert newest["agentId"] == world.agent2.pk and newest["runStatus"] == "running"
+    assert newest["trustWhenRead"] == "learned" and newest["rank"] == 1
+    second = api.get(f"{base}/memory/{fact.id}/reads?offset=1", tokens.manager).json()
+    assert [r["tool"] for r in second["reads"]] == ["search"] and second["nextOffset"] is None
+
+    services.note_veto(actor=world.as_manager, note_id=fact.id)
+    run = api.get(f"{base}/runs/{world.run2.pk}/reads", tokens.manager).json()
+    assert [(r["noteId"], r["changedSince"]) for r in run["reads"]] == [
+        (fact.id, ["vetoed"]),
+        (fact.id, ["vetoed"]),
+    ]
+    assert run["reads"][0]["statusNow"] == "archived"
+    assert "content" not in run["reads"][0] and "billing" not in str(run)
+
+
+def test_the_reads_routes_are_for_managers_of_the_project(api, tokens, world, fact):
+    base = f"/api/admin/projects/{world.project.slug}"
+    assert api.get(f"{base}/memory/{fact.id}/reads", tokens.member).status_code == 403
+    assert api.get(f"{base}/memory/{fact.id}/reads", tokens.outsider).status_code == 404
+    assert api.get(f"{base}/memory/mem_nope/reads", tokens.manager).status_code == 404
+    assert api.get(f"{base}/runs/run_nope/reads", tokens.manager).status_code == 404
+    assert api.get(f"{base}/runs/{world.run.pk}/reads", tokens.agent).status_code in (401, 403)

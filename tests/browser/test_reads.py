@@ -1,0 +1,48 @@
+"""Read records in Chromium at 1280 and 390 px: run B searches and reads a note run A wrote
+(through the real API of the live server); the note's page says who read it; after a veto, run
+B's page flags the note; axe-clean, no sideways scroll."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from playwright.sync_api import expect
+
+from memory_portal.memory import services
+
+from .conftest import axe_violations
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_the_note_page_says_who_read_it_and_the_run_page_flags_a_veto(open_page, world, width):
+    note = services.note_write(
+        actor=world.as_agent, kind="fact", content="The billing service retries webhooks for a day."
+    ).note
+    token = services.token_create(actor=None, run=world.run2)[1]
+    agent = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    for name, body in (("memory_search", {"query": "billing"}), ("memory_read", {"id": note.id})):
+        answer = agent.post(f"/api/tools/{name}", body, content_type="application/json")
+        assert answer.status_code == 200
+
+    view = open_page(world.manager, width)
+    view.goto(f"/p/acme-web/notes/{note.id}/")
+    reads = view.page.locator("#reads")
+    expect(reads).to_contain_text("Read by 1 run of 1 agent, 1 still running")
+    expect(reads.get_by_role("link", name=world.run2.pk)).to_have_count(2)
+    reads.scroll_into_view_if_needed()
+    view.screenshot(f"note-reads-{width}", full_page=False)
+    assert not axe_violations(view.page)
+    assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    services.note_veto(actor=world.as_manager, note_id=note.id)
+    view.goto(f"/p/acme-web/runs/{world.run2.pk}/")
+    reads = view.page.locator("#reads")
+    expect(reads.locator("tr.flagged")).to_have_count(2)
+    expect(reads).to_contain_text("vetoed since")
+    reads.scroll_into_view_if_needed()
+    view.screenshot(f"run-reads-{width}", full_page=False)
+    assert not axe_violations(view.page)
+    assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert not view.errors, view.errors

@@ -99,7 +99,7 @@ def test_a_read_that_cannot_be_recorded_serves_nothing(api, tokens, world, fact,
     def refuse(*args, **kwargs):
         raise OperationalError("the disk is full")
 
-    monkeypatch.setattr(reads_module.NoteRead.objects, "bulk_create", refuse)
+    monkeypatch.setattr(reads_module, "_insert", refuse)
     for name, body in (("memory_search", {"query": "billing"}), ("memory_read", {"id": fact.id})):
         answer = api.tool(name, tokens.agent2, body)
         assert answer.status_code == 503

@@ -2,7 +2,7 @@
 
 - `reads_record`: called by each agent-facing read (memory_read, memory_search, v1 recall and
   list, the start-of-run recall) with the notes its answer holds, in the order it holds them.
-  One INSERT for the call, in its own short transaction, never under the project's lock. If it
+  One multi-row INSERT for the call (atomic alone), never under the project's lock. If it
   cannot be written the call is refused with the retryable 503 `memory_read_unrecorded`: no
   note is ever served without its record. A person's reads (the dashboard, a user token's
   recall preview) are not recorded.
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from ..actors import Actor
@@ -47,22 +47,13 @@ def reads_record(
     now = now or timezone.now()
     run_id = actor.run.pk
     rows = [
-        NoteRead(
-            note_id=note_id,
-            run_id=run_id,
-            tool=tool,
-            rank=min(rank, 32_767),
-            score=score,
-            trust=trust,
-            read_at=now,
-        )
+        (note_id, run_id, tool, min(rank, 32_767), score, trust, now)
         for rank, (note_id, trust, score) in enumerate(served, start=first_rank)
     ]
     if not rows:
         return 0
     try:
-        with transaction.atomic():
-            NoteRead.objects.bulk_create(rows)
+        _insert(rows)
     except DatabaseError as exc:
         log.warning(
             "read records not written (%s): %d notes withheld", type(exc).__name__, len(rows)
@@ -72,6 +63,26 @@ def reads_record(
             f"The {len(rows)} note(s) found could not be recorded as read; none were served.",
         ) from exc
     return len(rows)
+
+
+def _insert(rows: list[tuple]) -> None:
+    """The call's records as one multi-row INSERT: atomic on its own, so outside a transaction
+    it is one round trip (`bulk_create` would add a BEGIN and a COMMIT around it, and read the
+    new ids back)."""
+    db = connections[NoteRead.objects.db]
+    quote = db.ops.quote_name
+    columns = ("note_id", "run_id", "tool", "rank", "score", "trust", "read_at")
+    read_at = NoteRead._meta.get_field("read_at")
+    values = []
+    for row in rows:
+        values.extend((*row[:-1], read_at.get_db_prep_value(row[-1], db)))
+    one = f"({', '.join(['%s'] * len(columns))})"
+    sql = (
+        f"INSERT INTO {quote(NoteRead._meta.db_table)} ({', '.join(map(quote, columns))}) "
+        f"VALUES {', '.join([one] * len(rows))}"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(sql, values)
 
 
 def reads_prune(*, now: datetime | None = None, batches: int = 20) -> int:

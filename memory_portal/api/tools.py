@@ -110,10 +110,19 @@ def list_tools(request):
 
 
 def _page_of(
-    qs, *, offset: int, limit: int, render=serializers.entry, key: str = "entries"
+    qs,
+    *,
+    offset: int,
+    limit: int,
+    render=serializers.entry,
+    key: str = "entries",
+    rows_out: list | None = None,
 ) -> dict:
-    """One page of a tool's list within the 12,000-byte reply ceiling; `nextOffset` goes on."""
+    """One page of a tool's list within the 12,000-byte reply ceiling; `nextOffset` goes on.
+    `rows_out` receives the page's rows (a page the byte ceiling cut shows a prefix of them)."""
     rows = list(qs[offset : offset + limit + 1])
+    if rows_out is not None:
+        rows_out.extend(rows[:limit])
     return serializers.page(
         rows[:limit], offset=offset, limit=limit, more=len(rows) > limit, render=render, key=key
     )
@@ -175,13 +184,13 @@ def _read(actor: Actor, args: s.MemoryReadArgs):
     target = args.target or "long_term"
     if target == "recoveries":
         qs = selectors.recoveries_for_actor(actor=actor).order_by("-created_at", "id")
-        rows = list(qs.select_related("note")[args.offset : args.offset + args.limit + 1])
-        body = serializers.page(
-            rows[: args.limit],
+        rows: list = []
+        body = _page_of(
+            qs,
             offset=args.offset,
             limit=args.limit,
-            more=len(rows) > args.limit,
             render=serializers.recovery_entry,
+            rows_out=rows,
         )
         trusts = {r.note_id: r.note.trust for r in rows}
         return _served(actor, ReadTool.READ, body, offset=args.offset, trusts=trusts)

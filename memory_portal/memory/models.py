@@ -349,11 +349,19 @@ class MemorySetting(models.Model):
     # The last day the project's digest was made (services/notifications.py): once a day.
     digest_day = models.DateField(null=True, blank=True)
 
+    # Who listens to the project's events: its active endpoints and the people with alerts. A
+    # change that appends events wakes the delivery pass only when someone does.
+    LISTENED = Q(webhooks_active__gt=0) | Q(alerts_active__gt=0)
+
     class Meta:
         db_table = "project_memory_setting"
 
     def __str__(self) -> str:
         return f"memory of project {self.project_id}"
+
+    @property
+    def listeners(self) -> int:
+        return self.webhooks_active + self.alerts_active
 
 
 class Note(models.Model):

@@ -189,3 +189,12 @@ def test_the_reads_routes_are_for_managers_of_the_project(api, tokens, world, fa
     assert api.get(f"{base}/memory/mem_nope/reads", tokens.manager).status_code == 404
     assert api.get(f"{base}/runs/run_nope/reads", tokens.manager).status_code == 404
     assert api.get(f"{base}/runs/{world.run.pk}/reads", tokens.agent).status_code in (401, 403)
+
+
+def test_reading_ones_forgotten_notes_is_recorded(api, tokens, world, fact):
+    services.note_forget(actor=world.as_agent, note_id=fact.id)
+    page = api.tool("memory_read", tokens.agent, {"target": "recoveries"})
+    assert [e["id"] for e in page.json()["entries"]] == [fact.id]
+    assert [(r.note_id, r.tool, r.rank, r.trust) for r in reads_of(world.run)] == [
+        (fact.id, ReadTool.READ, 1, "learned")
+    ]

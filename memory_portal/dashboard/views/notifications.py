@@ -13,7 +13,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from memory_portal.memory import emails, selectors, services
 from memory_portal.memory.errors import MemoryPortalError
-from memory_portal.memory.models import Project
 from memory_portal.memory.selectors.notifications import ALERT_LABELS, ALERT_TYPES
 
 from .base import actor_of, done, person_view, refusal
@@ -60,7 +59,7 @@ def unsubscribe(request, token: str):
     found = emails.unsubscribe_read(token)
     if found is None:
         return render(request, "dashboard/unsubscribe.html", {"invalid": True}, status=404)
-    projects = list(Project.objects.filter(pk__in=found.project_ids).order_by("slug"))
+    projects = selectors.link_projects(project_ids=found.project_ids)
     context = {"what": found.what, "projects": projects, "token": token}
     if request.method == "POST":
         context["changed"] = services.notifications_unsubscribe(unsubscribe=found)

@@ -36,7 +36,7 @@ from .notes import (
     notes_table,
     notes_table_ids,
 )
-from .notifications import ProjectNotifications, person_notifications
+from .notifications import ProjectNotifications, link_projects, person_notifications
 from .overview import Bar, Overview, Part, project_overview
 from .projects import (
     ProjectAccess,
@@ -108,6 +108,7 @@ __all__ = [
     "run_reads",
     "ProjectNotifications",
     "person_notifications",
+    "link_projects",
     "Digest",
     "project_digest",
     "SectionsAfter",

@@ -76,3 +76,9 @@ def person_notifications(*, actor: Actor) -> list[ProjectNotifications]:
     return [
         ProjectNotifications(p, preferences(rows.get(p.pk), p.membership_role)) for p in projects
     ]
+
+
+def link_projects(*, project_ids) -> list[Project]:
+    """The projects an email's unsubscribe link names, for its page to say what it stops. The
+    signed link is the credential: no person is signed in to check against."""
+    return list(Project.objects.filter(pk__in=project_ids).order_by("slug"))

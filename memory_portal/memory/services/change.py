@@ -294,7 +294,7 @@ class ProjectChange:
             Event.objects.bulk_create(pending.events)
             outbox.announce_after_commit(
                 self.project.pk,
-                listeners=self.setting.webhooks_active + self.setting.alerts_active,
+                listeners=self.setting.listeners,
             )
         if values:
             MemorySetting.objects.filter(pk=self.setting.pk).update(**values)

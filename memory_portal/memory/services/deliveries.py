@@ -242,7 +242,7 @@ def kick(project_id: int | None = None) -> None:
     if (
         project_id is not None
         and not MemorySetting.objects.filter(
-            Q(webhooks_active__gt=0) | Q(alerts_active__gt=0), project_id=project_id
+            MemorySetting.LISTENED, project_id=project_id
         ).exists()
     ):
         return

@@ -30,7 +30,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from .. import emails
-from ..access import require_member, role_in
+from ..access import require_member, role_from_membership, role_in
 from ..actors import Actor
 from ..audit_actions import AuditAction
 from ..errors import invalid
@@ -128,10 +128,11 @@ def notifications_unsubscribe(*, unsubscribe: emails.Unsubscribe) -> list[Projec
         )
     )
     for project in Project.objects.filter(pk__in=unsubscribe.project_ids).order_by("slug"):
-        if role_in(user, project) is None:
+        role = memberships.get(project.pk)
+        if role_from_membership(user, role) is None:
             continue
         row = NotificationSetting.objects.filter(user=user, project=project).first()
-        now = preferences(row, memberships.get(project.pk))
+        now = preferences(row, role)
         digest, alerts = now.digest, list(now.alerts)
         if unsubscribe.what == emails.DIGEST:
             digest = False
@@ -312,8 +313,11 @@ def alerts_send() -> int:
     if not emails.enabled():
         return 0
     sent = 0
+    # Projects where someone asked for alerts (the setting row's count), rows behind the
+    # project's last event; a row there may still want none (the digest only).
     due = NotificationSetting.objects.filter(
-        project__memory_setting__event_seq__gt=F("alert_cursor")
+        project__memory_setting__alerts_active__gt=0,
+        project__memory_setting__event_seq__gt=F("alert_cursor"),
     ).values_list("pk", "alerts")
     for pk, alerts in list(due):
         if set(alerts) & set(EVENT_ALERTS):
@@ -408,9 +412,10 @@ def webhook_off_notify(*, webhook_id: str) -> int:
     )
     messages = []
     for user in people.order_by("pk"):
-        if WEBHOOK_OFF not in preferences(rows.get(user.pk), roles.get(user.pk)).alerts:
+        role = roles.get(user.pk)
+        if role_from_membership(user, role) is None:
             continue
-        if role_in(user, project) is None:
+        if WEBHOOK_OFF not in preferences(rows.get(user.pk), role).alerts:
             continue
         token = emails.unsubscribe_token(user.pk, [project.pk], emails.ALERTS)
         context = {

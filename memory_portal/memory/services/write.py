@@ -144,9 +144,7 @@ def _write_clean(
         return None
     setting, calls_used = done
     project.memory_setting = setting
-    outbox.announce_after_commit(
-        project.pk, listeners=setting.webhooks_active + setting.alerts_active
-    )
+    outbox.announce_after_commit(project.pk, listeners=setting.listeners)
     if call is not None:
         call.run.tool_calls = calls_used
         call.settled = True

@@ -94,7 +94,7 @@ def note_reads(request, project_id: str, note_id: str, page: Query[PageQuery]):
         "noteId": note_id,
         "runs": reach.runs,
         "agents": reach.agents,
-        "runningRunIds": reach.running,
+        "runningRunIds": list(reach.running),
         **_page(reads, page),
     }
 

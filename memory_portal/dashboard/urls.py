@@ -58,8 +58,9 @@ project_urls = [
     path(
         "applications/<slug:app_slug>/delete/", views.application_delete, name="application-delete"
     ),
-    # `notes/bulk/` before a note's URLs, which would take `bulk` for a note id
+    # `notes/bulk/` and `notes/reach/` before a note's URLs, which would take them for note ids
     path("notes/bulk/", views.notes_bulk, name="notes-bulk"),
+    path("notes/reach/", views.notes_reach, name="notes-reach"),
     path("notes/<str:note_id>/", include(note_urls)),
     path("recoveries/", views.recoveries, name="recoveries"),
     path("recoveries/<str:recovery_id>/restore/", views.recovery_restore, name="restore"),

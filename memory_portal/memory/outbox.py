@@ -132,7 +132,7 @@ def event_of(audit: AuditEvent, *, project: Project, note: Note | None = None) -
         if isinstance(supersedes, str):
             data["supersedes"] = supersedes
         if kind in READ_REACH:
-            from .selectors.reads import note_reach  # selectors import this module
+            from .selectors.reach import note_reach  # selectors import this module
 
             data["reads"] = note_reach(note_id=note.pk).as_data()
     elif kind == "review.digest":

@@ -5,7 +5,7 @@
 (function () {
   "use strict";
 
-  // --- Toasts: the server sends HX-Trigger {"toast": {level, message, hint}} ----------------
+  // --- Toasts: the server sends HX-Trigger {"toast": {level, message, hint, undo, link}} ------
   function toast(detail) {
     var box = document.getElementById("toasts");
     if (!box || !detail || !detail.message) return;
@@ -33,6 +33,14 @@
       });
       el.appendChild(undo);
     }
+    if (detail.link && detail.link.url) {
+      // Where the change reached (a veto's runs): a plain link, it changes nothing.
+      var link = document.createElement("a");
+      link.className = "btn toast-link";
+      link.href = detail.link.url;
+      link.textContent = detail.link.label || "Open";
+      el.appendChild(link);
+    }
     var close = document.createElement("button");
     close.type = "button";
     close.className = "toast-close";
@@ -44,7 +52,7 @@
     while (box.children.length > 4) box.firstElementChild.remove();
     // Errors and toasts with Undo stay longer; none leaves while the pointer or the focus
     // is on it (the time to read and act is the person's).
-    var wait = detail.undo || level === "error" || level === "warning" ? 15000 : 5000;
+    var wait = detail.undo || detail.link || level === "error" || level === "warning" ? 15000 : 5000;
     var timer = null;
     function leaveLater() {
       timer = window.setTimeout(function () {
@@ -217,6 +225,43 @@
     });
   }
 
+  // Who was served the selected notes in the last 30 days (the blast radius of a bulk veto,
+  // reject or forget): asked of the server once the selection settles, shown in the bar.
+  function selectedIds() {
+    var ids = [];
+    document.querySelectorAll('input[name="ids"][form="bulk-form"]:checked').forEach(function (box) {
+      ids.push(box.value);
+    });
+    return ids;
+  }
+
+  function reachOf(ids) {
+    var form = document.getElementById("bulk-form");
+    var none = { runs: 0, said: "" };
+    if (!form || !form.dataset.reachUrl || !ids.length || !window.fetch) return Promise.resolve(none);
+    var query = ids.map(function (id) { return "ids=" + encodeURIComponent(id); }).join("&");
+    return window.fetch(form.dataset.reachUrl + "?" + query, { credentials: "same-origin" })
+      .then(function (answer) { return answer.ok ? answer.json() : none; })
+      .catch(function () { return none; });
+  }
+
+  var reachTimer = null;
+  function updateBulkReach() {
+    var said = document.querySelector("[data-bulk-reach-said]");
+    if (!said) return;
+    window.clearTimeout(reachTimer);
+    var ids = selectedIds();
+    if (!ids.length) {
+      said.textContent = "";
+      return;
+    }
+    reachTimer = window.setTimeout(function () {
+      reachOf(ids).then(function (reach) {
+        if (selectedIds().join(" ") === ids.join(" ")) said.textContent = reach.said;
+      });
+    }, 250);
+  }
+
   document.addEventListener("change", function (event) {
     var target = event.target;
     if (target.matches("[data-select-all]")) {
@@ -226,23 +271,38 @@
         box.checked = target.checked;
       });
     }
-    if (target.matches('[data-select-all], input[name="ids"]')) updateBulkCount();
+    if (target.matches('[data-select-all], input[name="ids"]')) {
+      updateBulkCount();
+      updateBulkReach();
+    }
   });
 
-  // A bulk veto or forget asks first, naming how many notes it changes.
+  // A bulk veto or forget asks first, naming how many notes it changes and who was served
+  // them in the last 30 days; a bulk reject asks only when someone was.
   document.addEventListener("htmx:confirm", function (event) {
     var form = event.target;
     if (!form.matches || !form.matches("[data-bulk-confirm]")) return;
     var verb = form.querySelector('[name="action"]').value;
-    if (form.getAttribute("data-bulk-confirm").split(" ").indexOf(verb) < 0) return;
-    var count = document.querySelectorAll('input[name="ids"][form="bulk-form"]:checked').length;
-    if (!count) return;
+    var asks = form.getAttribute("data-bulk-confirm").split(" ").indexOf(verb) >= 0;
+    var reaches = (form.getAttribute("data-bulk-reach") || "").split(" ").indexOf(verb) >= 0;
+    var ids = selectedIds();
+    if (!ids.length || !(asks || reaches)) return;
     event.preventDefault();
-    var what = count === 1 ? "1 note" : count + " notes";
-    var question = verb === "veto"
-      ? "Veto " + what + "? Agents stop being served them; the toast's Undo brings them back."
-      : "Forget " + what + "? They are hidden from agents and kept as recoveries; the toast's Undo restores them.";
-    if (window.confirm(question)) event.detail.issueRequest(true);
+    var what = ids.length === 1 ? "1 note" : ids.length + " notes";
+    var question = {
+      veto: "Veto " + what + "? Agents stop being served them; the toast's Undo brings them back.",
+      forget: "Forget " + what + "? They are hidden from agents and kept as recoveries; the toast's Undo restores them.",
+      reject: "Reject " + what + "? Agents stop being served them."
+    }[verb];
+    (reaches ? reachOf(ids) : Promise.resolve({ runs: 0 })).then(function (reach) {
+      if (!asks && !reach.runs) {
+        event.detail.issueRequest(true);
+        return;
+      }
+      if (window.confirm(reach.runs ? question + "\n\n" + reach.said : question)) {
+        event.detail.issueRequest(true);
+      }
+    });
   });
 
   // --- The reset button waits for the typed project id ---------------------------------------
@@ -346,6 +406,7 @@
   function refresh() {
     document.querySelectorAll("[data-confirm-value]").forEach(syncConfirm);
     updateBulkCount();
+    updateBulkReach();
     if (current >= 0) {
       var rows = shortcutRows();
       if (rows[current]) rows[current].classList.add("is-current");

@@ -50,3 +50,61 @@ def test_the_note_page_says_who_read_it_and_the_run_page_flags_a_veto(open_page,
     assert not axe_violations(view.page)
     assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert not view.errors, view.errors
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_the_blast_radius_before_and_after_a_veto(open_page, world, width):
+    """A row says who was served its note before the click; the bulk bar and its question say
+    it for the selection; the toast after says it again and links to those runs."""
+    read = services.note_write(
+        actor=world.as_agent, kind="fact", content="The billing service retries webhooks for a day."
+    ).note
+    services.note_write(actor=world.as_agent, kind="fact", content="Staging deploys at noon.")
+    token = services.token_create(actor=None, run=world.run2)[1]
+    agent = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = agent.post("/api/tools/memory_read", {"id": read.id}, content_type="application/json")
+    assert answer.status_code == 200
+
+    view = open_page(world.manager, width)
+    asked: list[str] = []
+    view.page.on("dialog", lambda dialog: asked.append(dialog.message))
+    view.goto("/p/acme-web/")
+    row = view.page.locator(f"#note-{read.pk}")
+    expect(row.locator(".reach")).to_contain_text("Read by 1 run · 1 running")
+    expect(row.get_by_role("button", name="Veto")).to_have_accessible_description(
+        "Read by 1 run · 1 running in the last 30 days, of 1 agent"
+    )
+
+    view.page.locator("[data-select-all]:visible").first.check()  # both notes, either width
+    view.page.select_option("#bulk-action", "veto")
+    said = view.page.locator("[data-bulk-reach-said]")
+    expect(said).to_have_text(
+        "The selected notes were served to 1 run of 1 agent in the last 30 days; 1 still running."
+    )
+    row.scroll_into_view_if_needed()
+    view.screenshot(f"notes-reach-{width}", full_page=False)
+    assert not axe_violations(view.page)
+    assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    view.page.get_by_role("button", name="Apply").click()
+    done = view.page.locator("#toasts .toast.success").last
+    expect(done).to_contain_text("Veto: 2 of 2 notes. They were served to 1 run of 1 agent")
+    assert asked[0].startswith("Veto 2 notes?") and asked[0].endswith(
+        "The selected notes were served to 1 run of 1 agent in the last 30 days; 1 still running."
+    )
+    expect(said).to_have_text("")  # the selection went with the change, and its reach too
+    view.screenshot(f"notes-reach-toast-{width}", full_page=False)
+    done.get_by_role("button", name="Undo").click()
+    expect(row).not_to_contain_text("Vetoed")
+
+    row.get_by_role("button", name="Veto").click()
+    done = view.page.locator("#toasts .toast.success").last
+    expect(done).to_contain_text("It was served to 1 run of 1 agent in the last 30 days")
+    done.get_by_role("link", name="See the run").click()
+    expect(view.page.locator(".filter-note")).to_contain_text("Runs served note")
+    expect(view.page.get_by_role("link", name=world.run2.pk)).to_be_visible()
+    expect(view.page.get_by_role("link", name=world.run.pk)).to_have_count(0)
+    view.screenshot(f"runs-read-{width}", full_page=False)
+    assert not axe_violations(view.page)
+    assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert not view.errors, view.errors

@@ -10,6 +10,7 @@ from .actions import (
     note_action,
     note_panel,
     notes_bulk,
+    notes_reach,
     recovery_restore,
 )
 from .activity import (
@@ -82,6 +83,7 @@ __all__ = [
     "note_detail",
     "overview",
     "notes_bulk",
+    "notes_reach",
     "project_delete",
     "project_export",
     "project_memory",

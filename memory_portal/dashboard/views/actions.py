@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.template import engines
@@ -19,6 +20,7 @@ from django.utils.html import format_html
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import note_actions
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.ids import is_public_id
 from memory_portal.memory.validation import ARCHIVE_REASON_MAX
 
 from ..forms import (
@@ -108,6 +110,25 @@ def _undo(request, access, verb: str, note_id: str, result) -> dict | None:
     return None
 
 
+TOLD_REACH = ("veto", "reject", "forget")  # verbs whose toast names who had been served the notes
+
+
+def _reach_told(access, verb: str, note_ids: list[str]) -> tuple[str, dict | None]:
+    """After a veto, a reject or a forget: the runs served the notes in the last 30 days (the
+    blast radius the rows showed before the click), said in the toast with a link to those
+    runs. ("", None) for other verbs and for notes nobody read."""
+    if verb not in TOLD_REACH:
+        return "", None
+    reach = selectors.reach_of(note_ids)
+    if not reach.runs:
+        return "", None
+    url = reverse("dashboard:runs", args=[access.project.slug])
+    query = urlencode([("read", note_id) for note_id in note_ids])
+    label = "See the run" if reach.runs == 1 else f"See the {reach.runs} runs"
+    told = f" {'It was' if len(note_ids) == 1 else 'They were'} {reach.sentence()}"
+    return told, {"url": f"{url}?{query}", "label": label}
+
+
 MORE_VERBS = ("edit", "archive", "forget")  # a row's "More" panel; the review's verbs are buttons
 
 
@@ -141,6 +162,7 @@ def note_panel(request, access, note_id, verb):
             section=section if section in SECTION_KEYS else "",
             next=request.htmx.current_url_abs_path or note_url,
             reason_max=ARCHIVE_REASON_MAX,
+            reach=selectors.reach_of([note.pk]) if "forget" in verbs else None,
         )
     )
 
@@ -166,14 +188,15 @@ def note_action(request, access, note_id, verb):
     if isinstance(result, services.notes.WriteResult):
         changed = [result.note.pk, note_id]  # an edit: the new note and the one it replaced
     note = _changed_note(result)
-    message = action.message(note_name(note), result)
+    told, link = _reach_told(access, verb, [note_id])
     return rows_response(
         request,
         access,
         note_ids=changed,
-        message=message,
+        message=action.message(note_name(note), result) + told,
         fresh=False,
         undo=_undo(request, access, verb, note_id, result),
+        link=link,
     )
 
 
@@ -191,6 +214,29 @@ def recovery_restore(request, access, recovery_id):
         response = render(request, "dashboard/recoveries.html#recovery_response", context)
         return toast(response, "success", message)
     return rows_response(request, access, note_ids=[note.pk], message=message)
+
+
+REACH_MAX = 200  # the selected notes a bulk bar's reach counts at most (a page's rows)
+
+
+@project_page
+def notes_reach(request, access):
+    """The bulk bar's blast radius of the selected notes (`?ids=`, repeated): who was served
+    any of them in the last 30 days: `{"runs", "said"}`, the line portal.js shows in the bar and
+    in the bulk veto, reject or forget's question. Only notes of this project count."""
+    wanted = [i for i in request.GET.getlist("ids")[:REACH_MAX] if is_public_id(i, "mem")]
+    ids = list(
+        selectors.notes_table_ids(actor=actor_of(request), project=access.project)
+        .filter(pk__in=wanted)
+        .values_list("pk", flat=True)
+    )
+    reach = selectors.reach_of(ids) if ids else None
+    if reach and reach.runs:
+        said = f"{'The selected note was' if len(ids) == 1 else 'The selected notes were'} "
+        said += reach.sentence()
+    else:
+        said = "No run was served the selected notes in the last 30 days." if ids else ""
+    return JsonResponse({"runs": reach.runs if reach else 0, "said": said})
 
 
 @project_action
@@ -237,7 +283,8 @@ def notes_bulk(request, access):
         else:
             changed.append(note_id)
     label = BULK_LABELS[verb]
-    message = f"{label}: {len(changed)} of {len(wanted)} notes."
+    told, link = _reach_told(access, verb, changed)
+    message = f"{label}: {len(changed)} of {len(wanted)} notes.{told}"
     if refusals:
         message += f" Could not {label.lower()} {len(refusals)}: " + "; ".join(refusals[:5])
     if not changed:
@@ -250,7 +297,7 @@ def notes_bulk(request, access):
         url = reverse("dashboard:notes-bulk", args=[access.project.slug])
         undo = {"url": url, "label": "Undo", "values": {"action": BULK_UNDO[verb], "ids": changed}}
     response = rows_response(
-        request, access, note_ids=changed, message=message, oob=True, undo=undo
+        request, access, note_ids=changed, message=message, oob=True, undo=undo, link=link
     )
     if refusals:
         response = toast(response, "warning", message)

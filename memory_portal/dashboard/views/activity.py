@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.ids import is_public_id
 from memory_portal.memory.models import RunStatus
 from memory_portal.memory.services.revert import CONFIRM_THRESHOLD, run_revert_latest
 
@@ -38,14 +39,30 @@ from .base import (
 
 @project_page
 def runs(request, access):
-    rows = selectors.runs_for_project(actor=actor_of(request), project=access.project)
+    """The project's runs, newest first; `?read=<note id>` (repeated): only the runs served
+    those notes in the last 30 days, the blast radius a veto's toast links to."""
+    read = read_filter(request)
+    rows = selectors.runs_for_project(actor=actor_of(request), project=access.project, read=read)
     by_count = "notes_written" in request.GET.get("sort", "")
     if by_count:  # sorting by it needs every run's count; otherwise the page counts its own
         rows = rows.annotate(notes_written=Count("notes"))
     table = paginate(RunTable(rows), request)
     if not by_count:
         selectors.runs_notes_written([row.record for row in table.page.object_list])
-    return render_page(request, access, "dashboard/runs.html", tab="runs", table=table)
+    return render_page(
+        request, access, "dashboard/runs.html", tab="runs", table=table, read=read
+    )
+
+
+READ_FILTER_MAX = 200  # the notes a Runs page filters on at most (a bulk selection's page)
+
+
+def read_filter(request) -> list[str] | None:
+    """The `read` note ids of the Runs page's query, well-formed ones only (None: no filter)."""
+    if "read" not in request.GET:
+        return None
+    wanted = request.GET.getlist("read")[:READ_FILTER_MAX]
+    return [i for i in dict.fromkeys(wanted) if is_public_id(i, "mem")]
 
 
 @project_page

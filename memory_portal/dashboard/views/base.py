@@ -232,6 +232,7 @@ def rows_response(
     oob: bool = False,
     fresh: bool = True,
     undo: dict | None = None,
+    link: dict | None = None,
 ):
     """After a note action: htmx gets the changed rows and the counters; a plain POST is
     redirected back to the page (and filters) it came from. `fresh=False`: the service locked
@@ -239,7 +240,7 @@ def rows_response(
     (or `oob` in the POST): every row comes out of band, in place of its row on the page.
     From the review queue (`section` in the POST: a section's key, or `all`), a row that left
     its section is taken out and every section's count is redrawn. `undo`: the toast's Undo
-    (`{"url", "label"}`)."""
+    (`{"url", "label"}`); `link`: a page it points to (`{"url", "label"}`)."""
     if not request.htmx:
         return done(request, next_url(request, access), message)
     oob = oob or request.POST.get("oob") == "1"
@@ -263,7 +264,9 @@ def rows_response(
     context["rows"] = note_rows(request, access, note_ids)
     response = render(request, f"{MEMORY_PAGE}#row_response", context)
     return trigger_client_event(
-        response, "toast", {"level": "success", "message": shown(message), "hint": "", "undo": undo}
+        response,
+        "toast",
+        {"level": "success", "message": shown(message), "hint": "", "undo": undo, "link": link},
     )
 
 

@@ -115,6 +115,7 @@ def note_detail(request, access, note_id):
         note=detail.note,
         reads=reads,
         reach=selectors.note_reach(note_id=note_id),
+        recent_reach=selectors.reach_of([note_id]),
         read_retention_days=settings.MEMORY_PORTAL["READ_RETENTION_DAYS"],
     )
 

@@ -47,15 +47,8 @@ from .projects import (
     projects_overview,
     setting_get,
 )
-from .reads import (
-    Reach,
-    ReadsPage,
-    changed_since,
-    note_reach,
-    note_reads,
-    reads_page,
-    run_reads,
-)
+from .reach import REACH_WINDOW, Reach, note_reach, notes_reach, reach_of
+from .reads import ReadsPage, changed_since, note_reads, reads_page, run_reads
 from .review import (
     DAY_STAMP_LENGTH,
     REVIEW_SECTIONS,
@@ -99,12 +92,15 @@ from .visibility import (
 from .webhooks import delivery_of, webhook_deliveries, webhook_in_project, webhooks_of
 
 __all__ = [
+    "REACH_WINDOW",
     "Reach",
     "ReadsPage",
     "reads_page",
     "changed_since",
     "note_reach",
     "note_reads",
+    "notes_reach",
+    "reach_of",
     "run_reads",
     "ProjectNotifications",
     "person_notifications",

@@ -11,14 +11,22 @@ from ..actors import Actor
 from ..errors import MemoryPortalError
 from ..models import ApiToken, AuditEvent, Note, Project, Run, ScratchpadItem, ToolCallCount
 from .notes import notes_table_ids
+from .reach import readers_of
 
 
-def runs_for_project(*, actor: Actor, project: Project) -> QuerySet[Run]:
+def runs_for_project(
+    *, actor: Actor, project: Project, read: list[str] | None = None
+) -> QuerySet[Run]:
     """The project's runs, newest first. `notes_written` is not annotated here: a page counts
-    its own runs' notes (`runs_notes_written`) after the LIMIT, not every run's before it."""
+    its own runs' notes (`runs_notes_written`) after the LIMIT, not every run's before it.
+    `read`: only the runs served any of these notes in the last 30 days — the blast radius a
+    veto named (selectors/reach.py)."""
     require_member(actor, project)
+    runs = Run.objects.filter(project=project)
+    if read is not None:
+        runs = runs.filter(pk__in=readers_of(read).values("run_id"))
     return (
-        Run.objects.filter(project=project)
+        runs
         .select_related("agent")
         .defer("task_embedding")  # a page never shows the task's vector
         .order_by("-started_at", "-id")

@@ -8,6 +8,7 @@ from django.db.models import BooleanField, ExpressionWrapper, F, QuerySet
 
 from ..actors import Actor
 from ..models import AuditEvent, Note, Project
+from .reach import notes_reach
 from .visibility import evidence_stale_annotation, note_not_found, notes_for_actor
 
 # What a table row shows of a note's relations. The origin run and its agent, and the people
@@ -62,7 +63,9 @@ def notes_table_ids(*, actor: Actor, project: Project) -> QuerySet[Note]:
 
 def notes_rows(*, actor: Actor, project: Project, ids: list[str]) -> list[Note]:
     """`notes_table`'s rows for `ids`, in that order (ids not found are left out): one query
-    for the notes, then one for each of ROW_FETCHED that some of them have."""
+    for the notes, then one for each of ROW_FETCHED that some of them have, and one for their
+    readers of the last 30 days (`note.reach`, a Reach or None: the blast radius a row shows
+    before its veto)."""
     ids = list(dict.fromkeys(ids))
     if not ids:
         return []
@@ -73,6 +76,9 @@ def notes_rows(*, actor: Actor, project: Project, ids: list[str]) -> list[Note]:
         .prefetch_related(*ROW_FETCHED)
     )
     found = {n.pk: n for n in rows}
+    reach = notes_reach(found) if found else {}
+    for note in found.values():
+        note.reach = reach.get(note.pk)
     return [found[i] for i in ids if i in found]
 
 

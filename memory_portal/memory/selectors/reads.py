@@ -1,16 +1,14 @@
-"""Who read a note (SPEC §2.10): the reach of a note among the runs it was served to — what a
-veto, a reject or a forget would act on. One rule for the event payload, the API and the
-dashboard's confirmations."""
+"""Who read a note and what a run read (SPEC §2.10): the read lists of the note's and the run's
+pages and of the admin API, paged newest first. Their reach is selectors/reach.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 
 from ..actors import Actor
-from ..models import NoteRead, Project, RunStatus, Status, Trust
+from ..models import NoteRead, Project, Status, Trust
 from .activity import run_in_project
 from .notes import note_in_project
 
@@ -21,37 +19,6 @@ READ_COLUMNS = (
     "run__status", "run__agent_id", "run__top_level_run_id", "run__agent__name",
 )  # fmt: skip
 NOTE_NOW = ("kind", "trust", "status", "archive_reason", "superseded_by")
-RUNNING_LISTED = 50  # the ids of still-running readers an answer lists at most
-
-
-@dataclass(frozen=True)
-class Reach:
-    runs: int  # distinct runs the note was served to
-    agents: int  # their distinct agents
-    running: list[str]  # the ids of those still running (at most RUNNING_LISTED), newest first
-
-    def as_data(self) -> dict:
-        return {"runs": self.runs, "agents": self.agents, "runningRunIds": self.running}
-
-
-def note_reach(*, note_id: str, since: datetime | None = None) -> Reach:
-    """The runs `note_id` was served to (since `since`, else all kept records), their agents,
-    and which of them are still running. Two queries on the note's index."""
-    reads = NoteRead.objects.filter(note_id=note_id)
-    if since is not None:
-        reads = reads.filter(read_at__gte=since)
-    counted = reads.aggregate(
-        runs=Count("run_id", distinct=True), agents=Count("run__agent_id", distinct=True)
-    )
-    running = []
-    if counted["runs"]:
-        running = list(
-            reads.filter(run__status=RunStatus.RUNNING)
-            .order_by("run_id")
-            .values_list("run_id", flat=True)
-            .distinct()[:RUNNING_LISTED]
-        )
-    return Reach(counted["runs"], counted["agents"], running)
 
 
 def note_reads(*, actor: Actor, project: Project, note_id: str) -> QuerySet[NoteRead]:

@@ -29,6 +29,16 @@ def _env(name: str, default, parse, expected: str):
         raise ImproperlyConfigured(f"{name} must be {expected}, not {raw!r}.") from exc
 
 
+def _at_least(floor: int):
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if value < floor:
+            raise ValueError(raw)
+        return value
+
+    return parse
+
+
 def _parse_bool(raw: str) -> bool:
     value = raw.strip().lower()
     if value in {"1", "true", "yes", "on"}:
@@ -403,6 +413,9 @@ MEMORY_PORTAL = {
     # An MCP session opened with an agent key is one run, finished after this long without a
     # call when its client never ends it.
     "MCP_IDLE_MINUTES": env_int("MEMORY_PORTAL_MCP_IDLE_MINUTES", 30),
-    # Read records (memory/services/reads.py) older than this are pruned by the routine runner.
-    "READ_RETENTION_DAYS": env_int("MEMORY_PORTAL_READ_RETENTION_DAYS", 90),
+    # Read records (memory/services/reads.py) older than this are pruned by the routine runner;
+    # at least 30 days, the window of the daily review's "not read in 30 days".
+    "READ_RETENTION_DAYS": _env(
+        "MEMORY_PORTAL_READ_RETENTION_DAYS", 90, _at_least(30), "a whole number of days, 30 or more"
+    ),
 }

@@ -34,13 +34,13 @@ from .ids import (
     new_webhook_id,
 )
 from .querysets import (  # noqa: F401 (re-exported)
-    NOT_RECALLED,
+    NOT_READ,
     NoteQuerySet,
     expired_q,
     is_expired,
     live_in_place_q,
     not_expired_q,
-    not_recalled_q,
+    not_read_q,
     refusal,
     refused_content_q,
     refused_q,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from .choices import REASON_VETOED, Status, Trust
@@ -30,15 +30,23 @@ def is_expired(expires_at, now=None) -> bool:
     return expires_at is not None and expires_at <= (now or timezone.now())
 
 
-# A fact nobody recalled for this long goes to the review queue; an expired one recalled within
-# it is renewed by the daily review.
-NOT_RECALLED = timedelta(days=30)
+# A fact no agent's run was served for this long goes to the review queue; an expired one served
+# within it is renewed by the daily review. What was served is in the read records (SPEC §2.10).
+NOT_READ = timedelta(days=30)
 
 
-def not_recalled_q(now) -> Q:
-    """Notes not recalled in the last 30 days (never recalled counts once they are that old)."""
-    cutoff = now - NOT_RECALLED
-    return Q(last_recalled_at__lt=cutoff) | Q(last_recalled_at__isnull=True, created_at__lt=cutoff)
+def read_since(since):
+    """Whether some agent's run was served the note (the query's row) since `since`: an EXISTS
+    on the note's read records, newest first on their index."""
+    from .run_records import NoteRead  # the models module imports this one
+
+    return Exists(NoteRead.objects.filter(note_id=OuterRef("pk"), read_at__gte=since))
+
+
+def not_read_q(now) -> Q:
+    """Notes no agent's run was served in the last 30 days, once they are that old."""
+    cutoff = now - NOT_READ
+    return Q(Q(created_at__lt=cutoff), ~read_since(cutoff))
 
 
 def vetoed_q() -> Q:

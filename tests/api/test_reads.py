@@ -198,3 +198,23 @@ def test_reading_ones_forgotten_notes_is_recorded(api, tokens, world, fact):
     assert [(r.note_id, r.tool, r.rank, r.trust) for r in reads_of(world.run)] == [
         (fact.id, ReadTool.READ, 1, "learned")
     ]
+
+
+@pytest.mark.parametrize(("days", "starts"), [("29", False), ("30", True), ("soon", False)])
+def test_the_retention_is_at_least_the_30_days_the_review_reads(days, starts):
+    """The daily review and the review queue ask which facts no run was served in 30 days: a
+    retention under that would forget the answer, so it stops the start-up, naming the setting."""
+    import sys
+
+    from tests.dashboard.test_setup import clean_env, run
+
+    env = clean_env(MEMORY_PORTAL_READ_RETENTION_DAYS=days)
+    code = "import django; django.setup(); from django.conf import settings; print('RETENTION', settings.MEMORY_PORTAL['READ_RETENTION_DAYS'])"  # noqa: E501
+    done = run([sys.executable, "-c", code], env, timeout=120)
+    if starts:
+        assert done.returncode == 0 and "RETENTION 30" in done.stdout, done.stderr
+    else:
+        assert done.returncode != 0
+        assert "MEMORY_PORTAL_READ_RETENTION_DAYS must be a whole number of days, 30 or more" in (
+            done.stderr
+        )

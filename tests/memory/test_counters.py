@@ -95,7 +95,10 @@ def test_counters_equal_a_fresh_count_after_every_kind_of_change(world):
     now = timezone.now()
     stale = Note.objects.filter(owner_agent=w.agent, content__in=["Recalled recently", "Stale"])
     stale.update(expires_at=now - timedelta(hours=1))
-    Note.objects.filter(content="Recalled recently").update(last_recalled_at=now)
+    recalled = Note.objects.get(content="Recalled recently")
+    services.reads_record(  # an agent's run was served it: the review renews it
+        actor=Actor.agent_run(w.run2), tool="recall", served=[(recalled.pk, "learned", 0.5)]
+    )
     Note.objects.filter(kind="day").update(day=now.date() - timedelta(days=1))
     review = step(
         "daily review",

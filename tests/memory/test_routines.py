@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory_portal.memory import services
+from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import AuditEvent, Note, ReviewRoutine, ReviewRun, Run, Status
 from memory_portal.memory.services.review_plan import liftable, normalized
 from memory_portal.memory.services.routines import next_due
@@ -21,6 +22,16 @@ from .helpers import last_event, refused
 
 NOW = datetime(2026, 12, 2, 4, 5, tzinfo=UTC)
 
+
+
+def served(world, note, when):
+    """An agent's run was served `note` at `when` (its read record: the 30-day rule's data)."""
+    services.reads_record(
+        actor=Actor.agent_run(world.run2),
+        tool="recall",
+        served=[(note.pk, note.trust, 0.5)],
+        now=when,
+    )
 
 def fact(world, text, **kw):
     return services.fact_save(actor=world.as_agent, text=text, **kw).note
@@ -102,7 +113,7 @@ def test_expired_facts_are_renewed_or_archived(world):
     Note.objects.filter(pk__in=[recalled.id, forgotten_about.id]).update(
         expires_at=now - timedelta(hours=1)
     )
-    Note.objects.filter(pk=recalled.id).update(last_recalled_at=now - timedelta(days=10))
+    served(world, recalled, now - timedelta(days=10))  # a run was served it 10 days ago
     review = services.routine_run_now(actor=world.as_member, agent=world.agent, now=now)
     assert (review.counts["renewed"], review.counts["expired"]) == (1, 1)
     recalled.refresh_from_db()
@@ -165,13 +176,24 @@ def services_queue(world):
     return selectors.review_queue(actor=world.as_manager, project=world.project)
 
 
-def test_unrecalled_facts_are_flagged(world):
+def test_facts_no_run_was_served_in_30_days_are_flagged(world):
+    """Step 4 reads the read records: an old fact a run was served lately (by any tool) is not
+    flagged; one served 31 days ago is, as in the review queue's section."""
+    now = timezone.now()
     old = fact(world, "An old fact nobody recalls")
+    used = fact(world, "An old fact a run searched for last week")
+    long_ago = fact(world, "An old fact last served 31 days ago")
     fresh = fact(world, "A fresh fact")
-    Note.objects.filter(pk=old.id).update(created_at=timezone.now() - timedelta(days=40))
-    review = services.routine_run_now(actor=world.as_member, agent=world.agent)
-    assert review.counts["flagged"] == 1 and review.counts["flagged_ids"] == [old.id]
+    Note.objects.filter(pk__in=[old.id, used.id, long_ago.id]).update(
+        created_at=now - timedelta(days=40)
+    )
+    served(world, used, now - timedelta(days=7))
+    served(world, long_ago, now - timedelta(days=31))
+    review = services.routine_run_now(actor=world.as_member, agent=world.agent, now=now)
+    assert review.counts["flagged"] == 2
+    assert sorted(review.counts["flagged_ids"]) == sorted([old.id, long_ago.id])
     assert fresh.id not in review.counts["flagged_ids"]
+    assert services_queue(world).totals["not_recalled"] == 2  # the queue's section: the same
 
 
 def test_scheduled_run_happens_once_a_day(world, run_due):
@@ -375,7 +397,7 @@ def test_a_scheduled_review_with_changes_adds_only_their_read_and_updates(world,
     Note.objects.filter(pk__in=[renewed.id, expired.id]).update(
         expires_at=later - timedelta(hours=1)
     )
-    Note.objects.filter(pk=renewed.id).update(last_recalled_at=later - timedelta(days=2))
+    served(world, renewed, later - timedelta(days=2))
     revision = MemorySetting.objects.get(project=world.project).revision
     last_event_id = AuditEvent.objects.order_by("-id").values_list("id", flat=True)[0]
     changed, review = scheduled_review(later)
@@ -385,7 +407,7 @@ def test_a_scheduled_review_with_changes_adds_only_their_read_and_updates(world,
     assert review.status == "succeeded"
     assert changed == unchanged + 4
     if connection.vendor == "postgresql":  # the cron call's one query for all due routines
-        assert (unchanged, changed) == (1 + 16, 1 + 20)
+        assert (unchanged, changed) == (1 + 17, 1 + 21)
     setting = MemorySetting.objects.get(project=world.project)
     assert setting.revision == revision + 1, "one revision for the changes and the run's end"
     assert {f: getattr(setting, f) for f in counters.FIELDS} == counters.recounted(world.project.pk)

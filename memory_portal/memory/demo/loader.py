@@ -29,7 +29,9 @@ from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import (
     AuditEvent,
     Kind,
+    Note,
     Project,
+    ReadTool,
     Repository,
     Role,
     Run,
@@ -323,13 +325,21 @@ class DemoLoader(Curation, Backdating):
         self.default_expiry.add(result.note.pk)
 
         # Recalls: each writing run, as it starts, is served a few notes written before it
-        # (marked by the service a recall marks its picks with; the overview counts them).
+        # (marked by the service a recall marks its picks with; the overview counts them) and
+        # recorded as read by that run, as the start-of-run recall records them.
         written = sorted(state.pool_notes + state.facts, key=lambda meta: meta.when)
-        for _run, start, _workflow in writer_runs:
+        trust = dict(Note.objects.filter(project=state.project).values_list("pk", "trust"))
+        for run, start, _workflow in writer_runs:
             earlier = [meta.pk for meta in written if meta.when < start]
             if earlier:
                 picks = self.rng.sample(earlier, min(len(earlier), self.rng.randint(1, 3)))
                 services.notes_mark_recalled(project=state.project, note_ids=picks, now=start)
+                services.reads_record(
+                    actor=Actor.agent_run(run),
+                    tool=ReadTool.START_RECALL,
+                    served=[(pk, trust[pk], None) for pk in picks],
+                    now=start,
+                )
 
         # A finished workflow keeps its scratchpad: every item done.
         if spec.scratchpad:

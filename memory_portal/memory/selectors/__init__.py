@@ -3,7 +3,7 @@
 The modules split the reads by seam; this package names them all, so callers import
 `selectors` (or a name from it) and never a module of it."""
 
-from ..models import NOT_RECALLED, not_recalled_q
+from ..models import NOT_READ, not_read_q
 from .activity import (
     RunDetail,
     audit_events_for_person,
@@ -122,7 +122,7 @@ __all__ = [
     "REVIEW_SECTIONS",
     "ReviewSection",
     "DAY_STAMP_LENGTH",
-    "NOT_RECALLED",
+    "NOT_READ",
     "SEARCH_RESULTS",
     "SEARCH_SCAN",
     "AgentView",
@@ -167,7 +167,7 @@ __all__ = [
     "notes_search",
     "notes_table",
     "notes_table_ids",
-    "not_recalled_q",
+    "not_read_q",
     "project_access",
     "project_counts",
     "project_get",

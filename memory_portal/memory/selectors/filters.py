@@ -30,7 +30,7 @@ from ..models import (
     Target,
     Trust,
     expired_q,
-    not_recalled_q,
+    not_read_q,
     vetoed_q,
 )
 
@@ -108,11 +108,13 @@ class NoteFilter(django_filters.FilterSet):
     vetoed = django_filters.ChoiceFilter(
         label="Vetoed", choices=YES_NO, method="filter_vetoed", empty_label="Vetoed or not"
     )
+    # The URL's name stays `not_recalled`; what it reads is the read records (any agent's run
+    # served the note, by recall, search, read or list).
     not_recalled = django_filters.ChoiceFilter(
-        label="Not recalled in 30 days",
+        label="Not read by any run in 30 days",
         choices=YES_NO,
         method="filter_not_recalled",
-        empty_label="Recalled or not",
+        empty_label="Read or not",
     )
 
     class Meta:
@@ -224,7 +226,7 @@ class NoteFilter(django_filters.FilterSet):
         return queryset
 
     def filter_not_recalled(self, queryset, name, value):
-        not_recalled = not_recalled_q(timezone.now())
+        not_recalled = not_read_q(timezone.now())
         match _yes_no(value):
             case True:
                 return queryset.filter(not_recalled)

@@ -1,6 +1,7 @@
 """The overview of a project (the dashboard's charts): what was written in the last 30 days,
-by whom and with what trust now; the review backlog by age; the recalls per day and the most
-recalled notes; vetoes and rejects per agent; the cap and when it will be reached. A handful of
+by whom and with what trust now; the review backlog by age; the recalls per day, the notes
+served to the most runs and the learned notes no run was served (read records); vetoes and
+rejects per agent; the cap and when it will be reached. A handful of
 grouped queries on the project's notes (at most the cap, 2,000 by default), whatever the size
 of the database. Every count comes with the NoteFilter parameters that list exactly what it
 counts (the chart's links), where such a list exists."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db.models import Count, Q
@@ -17,13 +19,30 @@ from django.utils import timezone
 
 from ..access import require_member
 from ..actors import Actor
-from ..models import Agent, Note, Project, RecallDay, Status, Trust, vetoed_q
+from ..models import (
+    Agent,
+    Note,
+    NoteRead,
+    Project,
+    RecallDay,
+    Status,
+    Trust,
+    vetoed_q,
+)
 from .filters import PEOPLE, NoteFilter
 from .projects import project_counts
 from .review import REVIEW_SECTIONS
 
 DAYS = 30
-TOP_RECALLED = 5
+TOP_READ = 5  # the notes served to the most runs, listed
+UNREAD_LISTED = 5  # the learned notes nobody read, listed (oldest first; the link lists all)
+# The notes table's filters for the learned notes no run was served in 30 days.
+UNREAD_LEARNED = {
+    "status": Status.ACTIVE.value,
+    "trust": Trust.LEARNED.value,
+    "not_recalled": "true",
+    "day_log": "false",
+}
 
 
 @dataclass(frozen=True)
@@ -61,7 +80,10 @@ class Overview:
     trust: list[Bar]  # per day, stacked by the notes' trust now
     backlog: list[Bar]  # the notes awaiting review, by age
     recalls: list[Bar]  # per day: recalls that served notes
-    most_recalled: list[Note]
+    most_read: list[Note]  # served to the most runs in 30 days: `read_runs`, `read_count`
+    unread_learned: list[Note]  # learned, live, no run served them in 30 days: oldest first
+    unread_learned_count: int
+    unread_query: str  # the notes table's query that lists all of them
     judged: list[Bar]  # per agent: its notes vetoed and rejected
     stored: int
     cap: int
@@ -176,12 +198,32 @@ def project_overview(*, actor: Actor, project: Project, now: datetime | None = N
         else Bar(d.isoformat())
         for d in days
     ]
-    most_recalled = list(
-        notes.filter(recall_count__gt=0)
-        .exclude(status=Status.FORGOTTEN)
-        .only("id", "content", "summary", "recall_count", "last_recalled_at")
-        .order_by("-recall_count", "-last_recalled_at")[:TOP_RECALLED]
+    # The notes served to the most runs in the last 30 days (read records; forgotten ones are
+    # not named), and the learned ones no run was served in that time (the daily review's and
+    # the review queue's rule): what is used, and what waits for nobody.
+    served = (
+        NoteRead.objects.filter(read_at__gte=now - timedelta(days=DAYS))
+        .filter(note__project=project)
+        .exclude(note__status=Status.FORGOTTEN)
+        .values("note_id")
+        .annotate(runs=Count("run_id", distinct=True), reads=Count("id"))
+        .order_by("-runs", "-reads", "note_id")[:TOP_READ]
     )
+    counted = {row["note_id"]: row for row in served}
+    named = {}
+    if counted:
+        named = notes.filter(pk__in=counted).only("id", "content", "summary").in_bulk()
+    most_read = []
+    for note_id, row in counted.items():
+        note = named[note_id]
+        note.read_runs, note.read_count = row["runs"], row["reads"]
+        most_read.append(note)
+    unread = NoteFilter(UNREAD_LEARNED, queryset=notes, project=project, agents=()).qs
+    unread_count = unread.count()
+    unread_learned = []
+    if unread_count:
+        oldest = unread.only("id", "content", "summary", "created_at").order_by("created_at", "id")
+        unread_learned = list(oldest[:UNREAD_LISTED])
 
     # 5: what people judged of each agent's notes.
     judged_rows = (
@@ -219,7 +261,10 @@ def project_overview(*, actor: Actor, project: Project, now: datetime | None = N
         trust=trust,
         backlog=backlog,
         recalls=recalls,
-        most_recalled=most_recalled,
+        most_read=most_read,
+        unread_learned=unread_learned,
+        unread_learned_count=unread_count,
+        unread_query=urlencode(UNREAD_LEARNED),
         judged=judged,
         stored=stored,
         cap=cap,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from django.db.models import Count, F, JSONField, Min, OuterRef, Subquery
+from django.db.models import Count, JSONField, Min, OuterRef, Subquery
 from django.utils import timezone
 
 from ..access import require_member
@@ -71,7 +71,7 @@ def _day_lines(project: Project, rows: list[Note]) -> list[DayLine]:
 class ReviewQueue:
     learned: list[Note]  # learned live notes, oldest first
     expired: list[Note]  # active notes past their expiry
-    not_recalled: list[Note]  # live notes no recall picked in 30 days
+    not_recalled: list[Note]  # live notes no agent's run was served in 30 days (read records)
     stale: list[Note]  # notes whose evidence commit is no longer pinned
     day: date  # yesterday (UTC)
     day_lines: list[DayLine]  # yesterday's day-log lines, to lift into facts by hand
@@ -153,7 +153,7 @@ class ReviewSection:
 
 
 # Active notes only; learned ones as they await review (day logs go to "Yesterday's day logs"),
-# expired ones, those not recalled in 30 days (rejected ones are out of recall already), and
+# expired ones, those no run was served in 30 days (rejected ones are out of recall already), and
 # those whose evidence moved on.
 REVIEW_SECTIONS = (
     ReviewSection(
@@ -167,7 +167,7 @@ REVIEW_SECTIONS = (
     ),
     ReviewSection(
         "not_recalled",
-        "Not recalled in 30 days",
+        "Not read by any run in 30 days",
         {
             "status": "active",
             "not_recalled": "true",
@@ -175,7 +175,7 @@ REVIEW_SECTIONS = (
             "day_log": "false",
             "rejected": "false",
         },
-        (F("last_recalled_at").asc(nulls_first=True), "created_at"),
+        ("created_at", "id"),
     ),
     ReviewSection(
         "stale",

@@ -1,6 +1,6 @@
 """The daily review's planning (services/routines.py runs it): one read of the agent's working
 set, and the steps that plan on it — merge duplicates, renew or archive expired facts, flag
-facts not recalled in 30 days, report near-duplicates by meaning. Nothing here writes;
+facts no run was served in 30 days, report near-duplicates by meaning. Nothing here writes;
 review_apply.py makes what is planned."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from datetime import date, datetime, timedelta
 import numpy as np
 from django.db.models import Q
 
-from ..models import Agent, Kind, Note, Scope, Status, Trust, is_expired
-from ..selectors import NOT_RECALLED
+from ..models import Agent, Kind, Note, NoteRead, Scope, Status, Trust, is_expired
+from ..selectors import NOT_READ
 from ..validation import content_key_text
 
 log = logging.getLogger(__name__)
@@ -30,13 +30,15 @@ NEAR_DUPLICATE_COSINE = 0.85
 
 @dataclass
 class Review:
-    """One review's working set, read in one query: the agent's active facts that are not
-    rejected (live or expired) and the day log rows of the day before, oldest first. The steps
-    plan their changes on it; they are applied together under one lock."""
+    """One review's working set, read in two queries: the agent's active facts that are not
+    rejected (live or expired) and the day log rows of the day before, oldest first; and which
+    of those facts some agent's run was served in the last 30 days (the read records). The
+    steps plan their changes on it; they are applied together under one lock."""
 
     facts: list[Note]
     day_rows: list[Note]
     now: datetime
+    read_lately: set[str] = field(default_factory=set)  # facts served in the last 30 days
     merges: list[tuple[Note, Note]] = field(default_factory=list)  # (duplicate, keeper)
     renew: list[Note] = field(default_factory=list)
     expire: list[Note] = field(default_factory=list)
@@ -53,7 +55,12 @@ class Review:
             .order_by("created_at", "id")
         )
         facts = [n for n in rows if n.kind == Kind.FACT]
-        return cls(facts, [n for n in rows if n.kind == Kind.DAY], now)
+        read_lately = set(
+            NoteRead.objects.filter(note_id__in=[n.pk for n in facts], read_at__gte=now - NOT_READ)
+            .values_list("note_id", flat=True)
+            .distinct()
+        )
+        return cls(facts, [n for n in rows if n.kind == Kind.DAY], now, read_lately=read_lately)
 
     def live(self) -> list[Note]:
         """The live facts as the changes planned (and lifts made) so far leave them."""
@@ -95,12 +102,12 @@ def merge_duplicates(work: Review) -> None:
 
 
 def handle_expired(work: Review) -> None:
-    """Step 2: expired facts recalled in the last 30 days get 90 more days; the rest are
-    archived with reason `expired`."""
+    """Step 2: expired facts some run was served in the last 30 days get 90 more days; the
+    rest are archived with reason `expired`."""
     for note in work.facts:
         if not is_expired(note.expires_at, work.now):
             continue
-        if note.last_recalled_at and note.last_recalled_at >= work.now - NOT_RECALLED:
+        if note.pk in work.read_lately:
             work.renew.append(note)
         else:
             work.expire.append(note)
@@ -118,10 +125,10 @@ def liftable(line: str) -> str | None:
 
 
 def flag_unrecalled(work: Review) -> list[str]:
-    """Step 4: facts not recalled in 30 days go to the review queue (the queue reads the same
-    rule, selectors.not_recalled_q; the run records which ones it saw)."""
-    cutoff = work.now - NOT_RECALLED
-    return [n.pk for n in work.live() if (n.last_recalled_at or n.created_at) < cutoff]
+    """Step 4: facts no run was served in 30 days go to the review queue (the queue reads the
+    same rule, selectors.not_read_q; the run records which ones it saw)."""
+    cutoff = work.now - NOT_READ
+    return [n.pk for n in work.live() if n.created_at < cutoff and n.pk not in work.read_lately]
 
 
 def near_duplicates(facts: list[Note]) -> list[list]:

@@ -1,11 +1,11 @@
 """The daily review ("Memory dreaming", SPEC §5): an agent's routine, its steps — merge
-duplicates, renew or archive expired facts, lift day-log lines into facts, flag facts not
-recalled in 30 days, report near-duplicates by meaning (never merged) — the people's
-controls, and the background task that runs one review (Django's tasks API). Every change
-goes through the note services as the agent's own review run, so it is audited like any
-other. When a routine is due and how it starts is in schedule.py, which the note services
-use; the steps' planning is in review_plan.py, and applying what they planned (and recording
-the run's end) in review_apply.py."""
+duplicates, renew or archive expired facts, lift day-log lines into facts, flag facts no
+agent's run was served in 30 days (read records), report near-duplicates by meaning (never
+merged) — the people's controls, and the background task that runs one review (Django's tasks
+API). Every change goes through the note services as the agent's own review run, so it is
+audited like any other. When a routine is due and how it starts is in schedule.py, which the
+note services use; the steps' planning is in review_plan.py, and applying what they planned
+(and recording the run's end) in review_apply.py."""
 
 from __future__ import annotations
 

@@ -86,17 +86,12 @@ def _page(qs, page: PageQuery) -> dict:
 def note_reads(request, project_id: str, note_id: str, page: Query[PageQuery]):
     """Who read a note (managers): each run it was served to, newest first, with the tool, its
     rank and score and the note's trust then; and its reach — distinct runs, agents and the
-    runs still running, an orchestrator's list of what to run again after a veto."""
+    runs still running (of its newest 5,000 reads), an orchestrator's list of what to run
+    again after a veto."""
     actor, project = _managed(request, project_id)
     reads = selectors.note_reads(actor=actor, project=project, note_id=note_id)
     reach = selectors.note_reach(note_id=note_id)
-    return {
-        "noteId": note_id,
-        "runs": reach.runs,
-        "agents": reach.agents,
-        "runningRunIds": list(reach.running),
-        **_page(reads, page),
-    }
+    return {"noteId": note_id, **reach.as_data(), **_page(reads, page)}
 
 
 @router.get("/projects/{project_id}/runs/{run_id}/reads", response=responses({200: s.RunReadsOut}))

@@ -150,7 +150,9 @@ def test_a_veto_event_names_the_runs_that_read_the_note(api, tokens, world, fact
 
     services.note_veto(actor=world.as_manager, note_id=fact.id)
     event = Event.objects.get(type="note.vetoed")
-    assert event.data["reads"] == {"runs": 2, "agents": 2, "runningRunIds": [world.run2.pk]}
+    assert event.data["reads"] == {
+        "runs": 2, "agents": 2, "runningRunIds": [world.run2.pk], "atLeast": False
+    }
     # A written note's event says nothing of reads: none can have happened.
     assert "reads" not in Event.objects.filter(type="note.written").first().data
 

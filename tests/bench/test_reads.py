@@ -38,3 +38,26 @@ def test_reads_bench_compares_recorded_with_unrecorded_reads():
 def test_reads_bench_refuses_sqlite():
     with pytest.raises(CommandError, match="DATABASE_URL"):
         call_command(command("memory_bench_reads"), "--agents", "1", "--calls", "1")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_read_lists_bench_grows_the_table_and_reports_each_stage():
+    out = StringIO()
+    call_command(
+        command("memory_bench_read_lists"),
+        *("--reads", "300", "--notes", "10", "--runs", "12", "--agents", "2", "--repeat", "1"),
+        stdout=out,
+    )
+    stages = [line.split() for line in out.getvalue().splitlines() if line[:9].strip().isdigit()]
+    assert [stage[0] for stage in stages] == ["3", "30", "300"], out.getvalue()
+    assert all(len(stage) == 10 for stage in stages), out.getvalue()  # reads, bytes, 7 timings
+    assert "bytes/read" in out.getvalue().splitlines()[-1]
+    assert not Project.objects.filter(slug__startswith="bench-readlists-").exists()
+    assert not NoteRead.objects.exists()
+
+
+@pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")
+def test_read_lists_bench_refuses_sqlite():
+    with pytest.raises(CommandError, match="DATABASE_URL"):
+        call_command(command("memory_bench_read_lists"), "--reads", "100")

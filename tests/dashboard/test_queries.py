@@ -19,8 +19,9 @@ SLUG = "acme-web"
 # applications of the filter form, the setting's counters, the page's count, its ids and its
 # rows: 9. Then one query each for the applications, the owning agents and the evidence
 # repositories the page's rows name (selectors/notes.py, ROW_FETCHED), whatever the number of
-# rows: 12 at most. (varied_notes names no evidence repository: 11 here.)
-PROJECT_MEMORY_QUERIES = 12
+# rows; and one for the rows' blast radius (selectors/reach.py, each note's newest reads of the
+# last 30 days with their runs): 13 at most. (No evidence repository here: 12.)
+PROJECT_MEMORY_QUERIES = 13
 
 
 def varied_notes(world, count: int, start: int = 0) -> None:
@@ -114,9 +115,9 @@ def test_other_list_pages_are_bounded(world, manager_client, django_assert_max_n
 # role (one query, the role remembered for the request), savepoint, the setting-row lock, the
 # note read once under the lock (with any live twin, for the undo), its update, the revision
 # bump, the audit row, the outbox's event (its number rides on the bump) with, for a veto, the
-# note's readers counted (one aggregate; their running runs listed only when there are some),
+# note's readers counted (one query down its newest reads, with their runs),
 # release; then the blast radius the toast names (the runs served the note in the last 30 days,
-# one aggregate), the counters (one grouped count) and the redrawn row with its own blast radius.
+# one query), the counters (one grouped count) and the redrawn row with its own blast radius.
 NOTE_ACTION_QUERIES = 16
 # PostgreSQL sends two more: the bounded lock wait sets statement_timeout around the lock
 # (memory/fastsql.py, bounded_lock_wait); they are settings, counted apart.

@@ -142,3 +142,33 @@ def test_the_blast_radius_is_the_projects_own(world, notes, outsider_client):
     served(world, world.run2, first)
     assert outsider_client.get(f"/p/{SLUG}/notes/reach/", {"ids": [first.pk]}).status_code == 404
     assert outsider_client.get(f"/p/{SLUG}/runs/", {"read": first.pk}).status_code == 404
+
+
+def test_a_note_read_more_than_the_sample_says_at_least(world, manager_client, notes, monkeypatch):
+    """A reach counts a note's newest REACH_SAMPLE reads (its cost stays bounded however often
+    the note is read): past that it says "at least", wherever it is shown."""
+    from memory_portal.memory import selectors
+    from memory_portal.memory.selectors import reach as reach_module
+
+    monkeypatch.setattr(reach_module, "REACH_SAMPLE", 3)
+    monkeypatch.setattr(reach_module, "ROW_SAMPLE", 3)
+    first, second = notes
+    runs = [services.run_create(actor=None, agent=world.agent2) for _ in range(4)]
+    for run in runs:  # oldest first: the newest three runs are what the sample holds
+        served(world, run, first)
+    served(world, world.run2, second)
+
+    assert selectors.note_reach(note_id=first.pk) == selectors.Reach(
+        3, 1, 3, tuple(sorted(r.pk for r in runs[1:])), at_least=True
+    )
+    rows = selectors.notes_reach([first.pk, second.pk])
+    assert (rows[first.pk].runs, rows[first.pk].at_least) == (3, True)
+    assert (rows[second.pk].runs, rows[second.pk].at_least) == (1, False)
+    both = selectors.reach_of([first.pk, second.pk])
+    assert (both.runs, both.at_least) == (4, True)
+    assert both.sentence().startswith("served to at least 4 runs of 1 agent")
+
+    page = manager_client.get(f"/p/{SLUG}/").content.decode()
+    assert "Read by 3+ runs · 3 running" in page
+    listed = manager_client.get(f"/p/{SLUG}/runs/", {"read": first.pk}).content.decode()
+    assert runs[0].pk not in listed and all(r.pk in listed for r in runs[1:])

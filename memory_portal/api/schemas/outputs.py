@@ -603,6 +603,10 @@ class NoteReadsOut(Schema):
     runs: int = Field(description="distinct runs the note was served to (records kept)")
     agents: int
     runningRunIds: list[str] = Field(description="those runs still running, at most 50")
+    atLeast: bool = Field(
+        description="the note was served more than 5,000 times: its newest 5,000 reads were "
+        "counted, so runs and agents are at least these"
+    )
     reads: list[ReadOut]
     limit: int
     offset: int

@@ -24,7 +24,7 @@ def runs_for_project(
     require_member(actor, project)
     runs = Run.objects.filter(project=project)
     if read is not None:
-        runs = runs.filter(pk__in=readers_of(read).values("run_id"))
+        runs = runs.filter(pk__in=readers_of(read).run_ids())
     return (
         runs
         .select_related("agent")

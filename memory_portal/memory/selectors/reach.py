@@ -8,14 +8,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q, QuerySet
+from django.db import connections
 from django.utils import timezone
 
-from ..models import NoteRead, RunStatus
+from ..models import NoteRead, Run, RunStatus
 
 RUNNING_LISTED = 50  # the ids of still-running readers an answer lists at most
-
 REACH_WINDOW = timedelta(days=30)  # what a confirmation counts: the last 30 days' readers
+# A note's newest reads a reach counts at most, so that its cost stays bounded however often
+# the note is read (a veto counts its note's reach under the project's lock, for the event): a
+# note served more often is said to reach "at least" what they hold. A page's rows count fewer
+# of each note (50 rows, at most ROW_SAMPLE reads each); a bulk selection shares REACH_SAMPLE.
+REACH_SAMPLE = 2_000
+ROW_SAMPLE = 100
 
 
 @dataclass(frozen=True)
@@ -24,9 +29,15 @@ class Reach:
     agents: int  # their distinct agents
     still_running: int  # how many of those runs are still running
     running: tuple[str, ...] = ()  # their ids where listed (at most RUNNING_LISTED), by id
+    at_least: bool = False  # a note had more than REACH_SAMPLE reads: only its newest counted
 
     def as_data(self) -> dict:
-        return {"runs": self.runs, "agents": self.agents, "runningRunIds": list(self.running)}
+        return {
+            "runs": self.runs,
+            "agents": self.agents,
+            "runningRunIds": list(self.running),
+            "atLeast": self.at_least,
+        }
 
     def sentence(self, *, window: bool = True) -> str:
         """The blast radius as a confirmation says it: "served to 14 runs of 5 agents in the
@@ -34,57 +45,109 @@ class Reach:
         if not self.runs:
             return ""
         said = (
-            f"served to {self.runs} run{'s' * (self.runs != 1)} of {self.agents} "
-            f"agent{'s' * (self.agents != 1)}{' in the last 30 days' if window else ''}"
+            f"served to {'at least ' if self.at_least else ''}{self.runs:,} "
+            f"run{'s' * (self.runs != 1)} of {self.agents} agent{'s' * (self.agents != 1)}"
+            f"{' in the last 30 days' if window else ''}"
         )
         return f"{said}; {self.still_running} still running." if self.still_running else f"{said}."
 
 
-def _counted() -> dict:
-    """Distinct runs, their agents and those still running, of a set of reads."""
-    running = Q(run__status=RunStatus.RUNNING)
-    return {
-        "runs": Count("run_id", distinct=True),
-        "agents": Count("run__agent_id", distinct=True),
-        "still_running": Count("run_id", distinct=True, filter=running),
-    }
-
-
 def note_reach(*, note_id: str, since: datetime | None = None) -> Reach:
-    """The runs `note_id` was served to (since `since`, else all kept records), their agents,
-    and which of them are still running. Two queries on the note's index."""
-    reads = NoteRead.objects.filter(note_id=note_id)
+    """The runs `note_id` was served to (since `since`, else all kept records; its newest
+    REACH_SAMPLE reads), their agents, and which of them are still running. One query down the
+    note's newest reads with their runs, stopping after REACH_SAMPLE: bounded however often the
+    note is read (an IN or a join over the sample let PostgreSQL scan the whole table)."""
+    newest = NoteRead.objects.filter(note_id=note_id)
     if since is not None:
-        reads = reads.filter(read_at__gte=since)
-    counted = reads.aggregate(**_counted())
-    running = ()
-    if counted["still_running"]:
-        running = tuple(
-            reads.filter(run__status=RunStatus.RUNNING)
-            .order_by("run_id")
-            .values_list("run_id", flat=True)
-            .distinct()[:RUNNING_LISTED]
+        newest = newest.filter(read_at__gte=since)
+    sample = list(
+        newest.order_by("-id").values_list("run_id", "run__agent_id", "run__status")[:REACH_SAMPLE]
+    )
+    runs = {run_id: (agent_id, status) for run_id, agent_id, status in sample}
+    running = sorted(r for r, (_agent, status) in runs.items() if status == RunStatus.RUNNING)
+    return Reach(
+        runs=len(runs),
+        agents=len({agent_id for agent_id, _status in runs.values()}),
+        still_running=len(running),
+        running=tuple(running[:RUNNING_LISTED]),
+        at_least=len(sample) >= REACH_SAMPLE,
+    )
+
+
+@dataclass(frozen=True)
+class Readers:
+    """The reads a blast radius counts: of each note, its reads in the last 30 days, the newest
+    `sample` of them — as (note id, run id, the run's agent, the run's status)."""
+
+    rows: list[tuple[str, str, str, str]]
+    sample: int
+
+    def run_ids(self) -> list[str]:
+        return list(dict.fromkeys(run_id for _note, run_id, _agent, _status in self.rows))
+
+    def reach(self, note_id: str | None = None) -> Reach:
+        """The reach of one note of them (or of all, each run counted once)."""
+        rows = [row for row in self.rows if note_id is None or row[0] == note_id]
+        runs = {run_id: (agent_id, status) for _note, run_id, agent_id, status in rows}
+        counts: dict[str, int] = {}
+        for note, *_ in rows:
+            counts[note] = counts.get(note, 0) + 1
+        running = sum(1 for _agent, status in runs.values() if status == RunStatus.RUNNING)
+        return Reach(
+            runs=len(runs),
+            agents=len({agent_id for agent_id, _status in runs.values()}),
+            still_running=running,
+            at_least=any(n >= self.sample for n in counts.values()),
         )
-    return Reach(**counted, running=running)
 
 
-def readers_of(note_ids: Iterable[str], *, now: datetime | None = None) -> QuerySet[NoteRead]:
-    """The read records of `note_ids` in the last 30 days (REACH_WINDOW): the reads a blast
-    radius counts."""
+def readers_of(
+    note_ids: Iterable[str], *, now: datetime | None = None, sample: int | None = None
+) -> Readers:
+    """Of each of `note_ids`, its reads in the last 30 days (REACH_WINDOW), the newest `sample`
+    (by default REACH_SAMPLE shared by the notes, at least ROW_SAMPLE each), with their runs.
+    One query, bounded by the sample: on PostgreSQL a LATERAL walk down each note's index,
+    newest first, stopping after `sample` (a plain IN, join or floor let the planner scan the
+    whole table for popular notes); on SQLite the same rows numbered per note."""
+    ids = list(dict.fromkeys(note_ids))
+    sample = sample or max(ROW_SAMPLE, REACH_SAMPLE // max(1, len(ids)))
+    if not ids:
+        return Readers([], sample)
     since = (now or timezone.now()) - REACH_WINDOW
-    return NoteRead.objects.filter(note_id__in=list(note_ids), read_at__gte=since)
+    db = connections[NoteRead.objects.db]
+    reads, runs = NoteRead._meta.db_table, Run._meta.db_table
+    since_value = NoteRead._meta.get_field("read_at").get_db_prep_value(since, db)
+    if db.vendor == "postgresql":
+        sql = (
+            f"SELECT n.note_id, s.run_id, run.agent_id, run.status "
+            f"FROM unnest(%s::varchar[]) AS n(note_id) CROSS JOIN LATERAL ("
+            f"SELECT r.run_id FROM {reads} r WHERE r.note_id = n.note_id AND r.read_at >= %s "
+            f"ORDER BY r.id DESC LIMIT %s) s JOIN {runs} run ON run.id = s.run_id"
+        )
+        params = [ids, since_value, sample]
+    else:
+        marks = ", ".join(["%s"] * len(ids))
+        sql = (
+            f"SELECT note_id, run_id, agent_id, status FROM ("
+            f"SELECT r.note_id, r.run_id, run.agent_id, run.status, ROW_NUMBER() OVER "
+            f"(PARTITION BY r.note_id ORDER BY r.id DESC) AS newest FROM {reads} r "
+            f"JOIN {runs} run ON run.id = r.run_id "
+            f"WHERE r.note_id IN ({marks}) AND r.read_at >= %s) WHERE newest <= %s"
+        )
+        params = [*ids, since_value, sample]
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
+        return Readers([tuple(row) for row in cursor.fetchall()], sample)
 
 
 def notes_reach(note_ids: Iterable[str], *, now: datetime | None = None) -> dict[str, Reach]:
-    """Each note's readers in the last 30 days (REACH_WINDOW), counted — a page's rows show it
-    before a veto. One query; notes nobody read are left out."""
-    reads = readers_of(note_ids, now=now)
-    rows = reads.values("note_id").annotate(**_counted()).order_by()
-    return {row.pop("note_id"): Reach(**row) for row in rows}
+    """Each note's readers in the last 30 days (REACH_WINDOW; its newest ROW_SAMPLE reads),
+    counted — a page's rows show it before a veto. One query; notes nobody read are left out."""
+    readers = readers_of(note_ids, now=now, sample=ROW_SAMPLE)
+    return {note_id: readers.reach(note_id) for note_id in {row[0] for row in readers.rows}}
 
 
 def reach_of(note_ids: Iterable[str], *, now: datetime | None = None) -> Reach:
     """The readers of any of `note_ids` in the last 30 days, each run counted once: what a bulk
     veto, reject or forget of those notes would act on. One query."""
-    reads = readers_of(note_ids, now=now)
-    return Reach(**reads.aggregate(**_counted()))
+    return readers_of(note_ids, now=now).reach()

@@ -108,3 +108,39 @@ def test_the_blast_radius_before_and_after_a_veto(open_page, world, width):
     assert not axe_violations(view.page)
     assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert not view.errors, view.errors
+
+
+@pytest.mark.parametrize("width", ["desktop", "phone"])
+def test_the_overview_names_what_is_read_and_what_nobody_reads(open_page, world, width):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memory_portal.memory.models import Note
+
+    read = services.note_write(
+        actor=world.as_agent, kind="fact", content="The billing service retries webhooks for a day."
+    ).note
+    idle = services.note_write(
+        actor=world.as_agent, kind="fact", content="The old staging cluster lives in eu-west-1."
+    ).note
+    Note.objects.filter(pk=idle.pk).update(created_at=timezone.now() - timedelta(days=45))
+    token = services.token_create(actor=None, run=world.run2)[1]
+    agent = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    answer = agent.post("/api/tools/memory_read", {"id": read.id}, content_type="application/json")
+    assert answer.status_code == 200
+
+    view = open_page(world.manager, width)
+    view.goto("/p/acme-web/overview/")
+    most = view.page.locator("ol.most-recalled").first
+    expect(most).to_contain_text("The billing service retries webhooks for a day.")
+    expect(most).to_contain_text("1 run")
+    expect(view.page.get_by_role("link", name="List it")).to_be_visible()
+    view.page.get_by_role("link", name="List it").scroll_into_view_if_needed()
+    view.screenshot(f"overview-reads-{width}", full_page=False)
+    assert not axe_violations(view.page)
+    assert view.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    view.page.get_by_role("link", name="List it").click()
+    expect(view.page.locator(f"#note-{idle.pk}")).to_be_visible()
+    expect(view.page.locator(f"#note-{read.pk}")).to_have_count(0)
+    assert not view.errors, view.errors

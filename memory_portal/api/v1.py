@@ -86,7 +86,10 @@ def _recall(actor: Actor, args: s.RecallIn) -> dict:
     services.reads_record(
         actor=actor,
         tool=ReadTool.START_RECALL if args.start else ReadTool.RECALL,
-        served=[(p.note.id, p.note.trust, p.score) for p in (*result.memories, *result.related)],
+        served=[
+            *((p.note.id, p.note.trust, p.score) for p in (*result.memories, *result.related)),
+            *((day.id, day.trust, None) for day in result.day_notes),
+        ],
     )
     return {
         "object": "recall",

@@ -220,3 +220,18 @@ def test_the_retention_is_at_least_the_30_days_the_review_reads(days, starts):
         assert "MEMORY_PORTAL_READ_RETENTION_DAYS must be a whole number of days, 30 or more" in (
             done.stderr
         )
+
+
+def test_the_day_log_a_recall_lists_is_recorded_after_its_facts(api, tokens, world):
+    fact = services.fact_save(actor=world.as_agent, text="Deploys go out on Tuesdays.").note
+    day = services.day_append(actor=world.as_agent, line="checked the deploy calendar")
+    recalled = api.post(
+        "/api/v1/memories/recall", tokens.agent, {"query": "when do deploys go out"}
+    )
+    assert recalled.status_code == 200
+    assert any("checked the deploy calendar" in line for line in recalled.json()["dayLog"])
+    rows = reads_of(world.run)
+    assert [(r.note_id, r.tool, r.rank, r.score is None) for r in rows] == [
+        (fact.id, ReadTool.RECALL, 1, False),
+        (day.id, ReadTool.RECALL, 2, True),
+    ]

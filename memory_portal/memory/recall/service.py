@@ -78,6 +78,7 @@ class RecallResult:
     block: str
     # The second tier: possibly related facts, lower confidence (docs/RECALL.md, "Two tiers").
     related: list[Picked] = field(default_factory=list)
+    day_notes: list[Note] = field(default_factory=list)  # the day logs `day_lines` come from
     skipped: bool = False
     skip_reason: str | None = None  # SKIP_RECENT or SKIP_SLASH_COMMAND when skipped
     fallback: str | None = None
@@ -85,22 +86,26 @@ class RecallResult:
     considered: int = 0
 
 
-def recent_day_lines(view: AgentView, now: datetime) -> list[str]:
-    """Today's and yesterday's day log, newest line first, within the day-log token budget."""
+def recent_day_lines(view: AgentView, now: datetime) -> tuple[list[str], list[Note]]:
+    """Today's and yesterday's day log, newest line first, within the day-log token budget;
+    and the day-log notes those lines come from (they are served, so they are read)."""
     today = now.date()
     rows = own_notes(view, Kind.DAY, now).filter(day__in=[today, today - timedelta(days=1)])
     rows = rows.order_by("-day")
     lines: list[str] = []
+    served: list[Note] = []
     used = 0
     for row in rows:
         for line in reversed(row.lines):
             text = f"{row.day.isoformat()} {line}"
             cost = estimate_tokens(text)
             if used + cost > MAX_DAY_TOKENS:
-                return lines
+                return lines, served
             lines.append(text)
             used += cost
-    return lines
+            if not served or served[-1] is not row:
+                served.append(row)
+    return lines, served
 
 
 RELATED_HEADING = "Possibly related (lower confidence):"
@@ -278,7 +283,7 @@ def recall(
     first = pick(facts, scores, conf["threshold"], order)
     second = pick_related(facts, order if scores is not None else None, first, conf["related"])
     picked, related = _as_notes(first, second)
-    day_lines = recent_day_lines(view, now)
+    day_lines, day_notes = recent_day_lines(view, now)
     block = render_block(picked, day_lines, related)
     if mark and picked:
         notes_mark_recalled(project=agent.project, note_ids=[p.note.id for p in picked], now=now)
@@ -289,6 +294,7 @@ def recall(
         day_lines,
         block,
         related=related,
+        day_notes=day_notes,
         fallback=fallback,
         tokens=tokens,
         considered=len(facts),

@@ -26,7 +26,7 @@ from bench.scale import Table
 from bench.server import database_url
 from bench.util import unsaved_fact
 from memory_portal.memory import counters
-from memory_portal.memory.ids import new_agent_id
+from memory_portal.memory.ids import new_agent_id, new_run_id
 from memory_portal.memory.models import (
     Agent,
     Application,
@@ -34,9 +34,12 @@ from memory_portal.memory.models import (
     Kind,
     MemorySetting,
     Note,
+    NoteRead,
     Project,
+    ReadTool,
     ReviewRoutine,
     ReviewRun,
+    Run,
     RunStatus,
     Stage,
     Target,
@@ -133,6 +136,9 @@ def _load_projects(world: World, indexes, agents, facts, vectors, model) -> None
         [Application(project=p, slug="app", name="App", created_at=born) for p in projects]
     )
     agent_rows, routine_rows, note_rows = Table(Agent), Table(ReviewRoutine), Table(Note)
+    # A note "recalled" lately was served to a run of its agent then: its read record is what
+    # the review's 30-day rule reads.
+    run_rows, read_rows = Table(Run), Table(NoteRead)
     settings_rows = []
     for i, project, app in zip(indexes, projects, apps, strict=True):
         states = []
@@ -149,9 +155,31 @@ def _load_projects(world: World, indexes, agents, facts, vectors, model) -> None
             routine_rows.add(
                 agent_id=agent.pk, next_run_at=now - timedelta(minutes=1), created_at=born
             )
-            for note in _agent_notes(world, agent, a, facts, vectors, model, yesterday):
+            notes = _agent_notes(world, agent, a, facts, vectors, model, yesterday)
+            for note in notes:
                 note_rows.add(**_values(note, note_rows))
                 states.append(counters.state_of(note))
+            served = [note for note in notes if note.last_recalled_at]
+            if served:
+                run_id = new_run_id()
+                run_rows.add(
+                    id=run_id,
+                    agent_id=agent.pk,
+                    project_id=project.pk,
+                    top_level_run_id=run_id,
+                    status=RunStatus.SUCCEEDED,
+                    started_at=born,
+                )
+                for note in served:
+                    read_rows.add(
+                        note_id=note.pk,
+                        run_id=run_id,
+                        tool=ReadTool.RECALL,
+                        rank=1,
+                        score=None,
+                        trust=note.trust,
+                        read_at=note.last_recalled_at,
+                    )
         world.notes += len(states)
         settings_rows.append(
             MemorySetting(
@@ -166,7 +194,7 @@ def _load_projects(world: World, indexes, agents, facts, vectors, model) -> None
     MemorySetting.objects.bulk_create(settings_rows)
     with connection.cursor() as cursor:
         raw = cursor.cursor  # psycopg's own cursor, for COPY
-        for table in (agent_rows, routine_rows, note_rows):
+        for table in (agent_rows, routine_rows, note_rows, run_rows, read_rows):
             table.flush(raw)
     world.project_ids += [p.pk for p in projects]
 

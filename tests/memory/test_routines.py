@@ -363,7 +363,7 @@ def test_review_statements_do_not_grow_with_the_agents_facts(world):
 
     few = review_after(5, 0)
     many = review_after(55, 100)
-    assert many == few and few <= 27
+    assert many == few and few <= 28  # 27 before the read records: which facts runs were served
 
 
 def test_a_scheduled_review_with_changes_adds_only_their_read_and_updates(world, run_due):

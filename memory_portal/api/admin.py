@@ -69,14 +69,14 @@ def memory_page(request, project_id: str, page: Query[PageQuery], filters: Query
     }
 
 
-def _page(qs, page: PageQuery) -> dict:
-    rows = list(qs[page.offset : page.offset + page.limit + 1])
-    more = len(rows) > page.limit
+def _reads_page(reads, page: PageQuery) -> dict:
+    """A read list's page as the routes answer it (the dashboard's pager, selectors.reads_page)."""
+    listed = selectors.reads_page(reads, offset=page.offset, size=page.limit)
     return {
         "limit": page.limit,
-        "offset": page.offset,
-        "nextOffset": page.offset + page.limit if more else None,
-        "reads": rows[: page.limit],
+        "offset": listed.offset,
+        "nextOffset": listed.next_offset,
+        "reads": listed.rows,
     }
 
 
@@ -86,12 +86,12 @@ def _page(qs, page: PageQuery) -> dict:
 def note_reads(request, project_id: str, note_id: str, page: Query[PageQuery]):
     """Who read a note (managers): each run it was served to, newest first, with the tool, its
     rank and score and the note's trust then; and its reach — distinct runs, agents and the
-    runs still running (of its newest 5,000 reads), an orchestrator's list of what to run
+    runs still running (of its newest REACH_SAMPLE reads), an orchestrator's list of what to run
     again after a veto."""
     actor, project = _managed(request, project_id)
     reads = selectors.note_reads(actor=actor, project=project, note_id=note_id)
     reach = selectors.note_reach(note_id=note_id)
-    return {"noteId": note_id, **reach.as_data(), **_page(reads, page)}
+    return {"noteId": note_id, **reach.as_data(), **_reads_page(reads, page)}
 
 
 @router.get("/projects/{project_id}/runs/{run_id}/reads", response=responses({200: s.RunReadsOut}))
@@ -101,7 +101,7 @@ def run_reads(request, project_id: str, run_id: str, page: Query[PageQuery]):
     superseded."""
     actor, project = _managed(request, project_id)
     reads = selectors.run_reads(actor=actor, project=project, run_id=run_id)
-    return {"runId": run_id, **_page(reads, page)}
+    return {"runId": run_id, **_reads_page(reads, page)}
 
 
 @router.put("/projects/{project_id}/memory", response=responses({204: None}))

@@ -38,6 +38,7 @@ from .querysets import (  # noqa: F401 (re-exported)
     NoteQuerySet,
     expired_q,
     is_expired,
+    last_read_at,
     live_in_place_q,
     not_expired_q,
     not_read_q,

@@ -4,10 +4,12 @@ content a person refused), and the note queryset. Re-exported by models.py."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from .choices import REASON_VETOED, Status, Trust
@@ -33,20 +35,24 @@ def is_expired(expires_at, now=None) -> bool:
 # A fact no agent's run was served for this long goes to the review queue; an expired one served
 # within it is renewed by the daily review. What was served is in the read records (SPEC §2.10).
 NOT_READ = timedelta(days=30)
+NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # the last read of a note no run was served
 
 
-def read_since(since):
-    """Whether some agent's run was served the note (the query's row) since `since`: an EXISTS
-    on the note's read records, newest first on their index."""
+def last_read_at() -> Subquery:
+    """When an agent's run was last served the note (the query's row), None if no record is
+    kept: one step down the note's index of reads, newest first (ids grow with time), however
+    often it was read."""
     from .run_records import NoteRead  # the models module imports this one
 
-    return Exists(NoteRead.objects.filter(note_id=OuterRef("pk"), read_at__gte=since))
+    newest = NoteRead.objects.filter(note_id=OuterRef("pk")).order_by("-id")
+    return Subquery(newest.values("read_at")[:1], output_field=models.DateTimeField())
 
 
 def not_read_q(now) -> Q:
     """Notes no agent's run was served in the last 30 days, once they are that old."""
     cutoff = now - NOT_READ
-    return Q(Q(created_at__lt=cutoff), ~read_since(cutoff))
+    last_read = Coalesce(last_read_at(), Value(NEVER), output_field=models.DateTimeField())
+    return Q(Q(created_at__lt=cutoff), LessThan(last_read, cutoff))
 
 
 def vetoed_q() -> Q:

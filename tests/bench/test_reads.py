@@ -51,7 +51,7 @@ def test_read_lists_bench_grows_the_table_and_reports_each_stage():
     )
     stages = [line.split() for line in out.getvalue().splitlines() if line[:9].strip().isdigit()]
     assert [stage[0] for stage in stages] == ["3", "30", "300"], out.getvalue()
-    assert all(len(stage) == 10 for stage in stages), out.getvalue()  # reads, bytes, 7 timings
+    assert all(len(stage) == 11 for stage in stages), out.getvalue()  # reads, bytes, 8 timings
     assert "bytes/read" in out.getvalue().splitlines()[-1]
     assert not Project.objects.filter(slug__startswith="bench-readlists-").exists()
     assert not NoteRead.objects.exists()

@@ -15,6 +15,8 @@ admin API ask of the records:
   the note page), of a page of rows of the 50 most-read notes (selectors.notes_reach: the notes
   page) and of their bulk selection (selectors.reach_of): each counts a note's newest reads
   only (REACH_SAMPLE, ROW_SAMPLE), so it should stay flat too;
+- `overview`: the project's Overview (selectors.project_overview), whose most-read list counts
+  the reads of the latest 200 runs and whose unread list asks each note for its last read;
 - `rows` of the database and `bytes/read`: the table with its indexes
   (pg_total_relation_size) over its rows; target ≤ 120 (docs/CONCEPTS.md, "Read records").
 
@@ -33,6 +35,7 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from bench.scale import Table, _ulid_id
@@ -78,11 +81,12 @@ class Command(BaseCommand):
                 "p50 ms of: the note lists (first page of the most-read note and of a median "
                 "one, fifth page of the most-read), a run's list; the reach of the most-read "
                 "note (a veto's event, the note page), of the 50 most-read notes' rows (the "
-                "notes page) and of their bulk selection"
+                "notes page) and of their bulk selection; the Overview"
             )
             self.stdout.write(
                 f"{'reads':>9} {'bytes/read':>10} {'top':>7} {'median':>7} {'top p5':>7} "
-                f"{'run':>7} {'reach':>7} {'rows':>7} {'bulk':>7}  (the most-read note's reads)"
+                f"{'run':>7} {'reach':>7} {'rows':>7} {'bulk':>7} {'overview':>8}  "
+                "(most-read note's reads)"
             )
             written = 0
             for stage in sorted({max(1, reads // 100), max(1, reads // 10), reads}):
@@ -199,7 +203,15 @@ class Command(BaseCommand):
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT pg_total_relation_size('{table}'), count(*) FROM {table}")
             size, rows = cursor.fetchone()
-        top = self.by_popularity[0]
+        # The note read most so far (at a small stage the likeliest may not have been drawn).
+        most = (
+            m.NoteRead.objects.filter(note_id__in=self.notes)
+            .values("note_id")
+            .annotate(reads=Count("id"))
+            .order_by("-reads", "note_id")
+            .first()
+        )
+        top, top_reads = most["note_id"], most["reads"]
         median = self.by_popularity[len(self.by_popularity) // 2]
         run = self.recent_run
 
@@ -223,11 +235,12 @@ class Command(BaseCommand):
             self._p50(lambda: selectors.note_reach(note_id=top)),
             self._p50(lambda: selectors.notes_reach(page)),
             self._p50(lambda: selectors.reach_of(page)),
+            self._p50(lambda: selectors.project_overview(actor=self.manager, project=self.project)),
         )
-        top_reads = m.NoteRead.objects.filter(note_id=top).count()
         self.stdout.write(
             f"{written:>9,} {size / rows:>10.1f} "
-            + " ".join(f"{f:>7.2f}" for f in figures)
+            + " ".join(f"{f:>7.2f}" for f in figures[:-1])
+            + f" {figures[-1]:>8.2f}"
             + f"  ({top_reads:,})"
         )
         if rows != written:

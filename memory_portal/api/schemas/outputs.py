@@ -13,6 +13,7 @@ from ninja.schema import DjangoGetter
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from memory_portal.memory.models import Note, NoteRead, Recovery, Status, Trust
+from memory_portal.memory.selectors.reach import REACH_SAMPLE
 from memory_portal.memory.selectors.reads import changed_since
 
 
@@ -604,8 +605,8 @@ class NoteReadsOut(Schema):
     agents: int
     runningRunIds: list[str] = Field(description="those runs still running, at most 50")
     atLeast: bool = Field(
-        description="the note was served more than 5,000 times: its newest 5,000 reads were "
-        "counted, so runs and agents are at least these"
+        description=f"the note was served more than {REACH_SAMPLE:,} times: its newest "
+        f"{REACH_SAMPLE:,} reads were counted, so runs and agents are at least these"
     )
     reads: list[ReadOut]
     limit: int

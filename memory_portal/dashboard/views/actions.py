@@ -20,7 +20,6 @@ from django.utils.html import format_html
 from memory_portal.memory import selectors, services
 from memory_portal.memory.access import note_actions
 from memory_portal.memory.errors import MemoryPortalError
-from memory_portal.memory.ids import is_public_id
 from memory_portal.memory.validation import ARCHIVE_REASON_MAX
 
 from ..forms import (
@@ -40,6 +39,7 @@ from .base import (
     form_refused,
     next_url,
     not_found_edge,
+    note_ids_of,
     project_action,
     project_context,
     project_page,
@@ -216,15 +216,12 @@ def recovery_restore(request, access, recovery_id):
     return rows_response(request, access, note_ids=[note.pk], message=message)
 
 
-REACH_MAX = 200  # the selected notes a bulk bar's reach counts at most (a page's rows)
-
-
 @project_page
 def notes_reach(request, access):
     """The bulk bar's blast radius of the selected notes (`?ids=`, repeated): who was served
     any of them in the last 30 days: `{"runs", "said"}`, the line portal.js shows in the bar and
     in the bulk veto, reject or forget's question. Only notes of this project count."""
-    wanted = [i for i in request.GET.getlist("ids")[:REACH_MAX] if is_public_id(i, "mem")]
+    wanted = note_ids_of(request, "ids")
     ids = list(
         selectors.notes_table_ids(actor=actor_of(request), project=access.project)
         .filter(pk__in=wanted)

@@ -10,7 +10,6 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
-from memory_portal.memory.ids import is_public_id
 from memory_portal.memory.models import RunStatus
 from memory_portal.memory.services.revert import CONFIRM_THRESHOLD, run_revert_latest
 
@@ -27,6 +26,7 @@ from ..tables import (
 from .base import (
     actor_of,
     done,
+    note_ids_of,
     note_page,
     person_view,
     project_action,
@@ -41,7 +41,7 @@ from .base import (
 def runs(request, access):
     """The project's runs, newest first; `?read=<note id>` (repeated): only the runs served
     those notes in the last 30 days, the blast radius a veto's toast links to."""
-    read = read_filter(request)
+    read = note_ids_of(request, "read") if "read" in request.GET else None
     rows = selectors.runs_for_project(actor=actor_of(request), project=access.project, read=read)
     by_count = "notes_written" in request.GET.get("sort", "")
     if by_count:  # sorting by it needs every run's count; otherwise the page counts its own
@@ -52,17 +52,6 @@ def runs(request, access):
     return render_page(
         request, access, "dashboard/runs.html", tab="runs", table=table, read=read
     )
-
-
-READ_FILTER_MAX = 200  # the notes a Runs page filters on at most (a bulk selection's page)
-
-
-def read_filter(request) -> list[str] | None:
-    """The `read` note ids of the Runs page's query, well-formed ones only (None: no filter)."""
-    if "read" not in request.GET:
-        return None
-    wanted = request.GET.getlist("read")[:READ_FILTER_MAX]
-    return [i for i in dict.fromkeys(wanted) if is_public_id(i, "mem")]
 
 
 @project_page

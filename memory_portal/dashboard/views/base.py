@@ -22,6 +22,7 @@ from django_tables2.rows import BoundRows
 from memory_portal.memory import selectors
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.ids import is_public_id
 from memory_portal.memory.models import Note
 
 from ..forms import ThrottledAuthenticationForm
@@ -217,6 +218,16 @@ def done(request, to: str, message: str, *, level=messages.success) -> HttpRespo
     """After a change a person is sent back from: a message and a redirect."""
     level(request, message)
     return redirect(to)
+
+
+NOTE_IDS_MAX = 200  # the note ids a query names at most (a page's rows, selected)
+
+
+def note_ids_of(request, name: str) -> list[str]:
+    """The note ids the query names as `name` (repeated): well-formed ones, once each, in
+    order, at most NOTE_IDS_MAX (the bulk bar's reach, the Runs page's `read`)."""
+    wanted = request.GET.getlist(name)[:NOTE_IDS_MAX]
+    return [i for i in dict.fromkeys(wanted) if is_public_id(i, "mem")]
 
 
 def note_rows(request, access, note_ids: Iterable[str]) -> list[Note]:

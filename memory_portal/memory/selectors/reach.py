@@ -52,6 +52,20 @@ class Reach:
         return f"{said}; {self.still_running} still running." if self.still_running else f"{said}."
 
 
+def _counted(rows, *, at_least: bool, listed: bool = False) -> Reach:
+    """A reach from reads as (run id, its agent, its status), each run counted once; `listed`:
+    with the ids of the runs still running."""
+    runs = {run_id: (agent_id, status) for run_id, agent_id, status in rows}
+    running = sorted(r for r, (_agent, status) in runs.items() if status == RunStatus.RUNNING)
+    return Reach(
+        runs=len(runs),
+        agents=len({agent_id for agent_id, _status in runs.values()}),
+        still_running=len(running),
+        running=tuple(running[:RUNNING_LISTED]) if listed else (),
+        at_least=at_least,
+    )
+
+
 def note_reach(*, note_id: str, since: datetime | None = None) -> Reach:
     """The runs `note_id` was served to (since `since`, else all kept records; its newest
     REACH_SAMPLE reads), their agents, and which of them are still running. One query down the
@@ -60,18 +74,10 @@ def note_reach(*, note_id: str, since: datetime | None = None) -> Reach:
     newest = NoteRead.objects.filter(note_id=note_id)
     if since is not None:
         newest = newest.filter(read_at__gte=since)
-    sample = list(
+    rows = list(
         newest.order_by("-id").values_list("run_id", "run__agent_id", "run__status")[:REACH_SAMPLE]
     )
-    runs = {run_id: (agent_id, status) for run_id, agent_id, status in sample}
-    running = sorted(r for r, (_agent, status) in runs.items() if status == RunStatus.RUNNING)
-    return Reach(
-        runs=len(runs),
-        agents=len({agent_id for agent_id, _status in runs.values()}),
-        still_running=len(running),
-        running=tuple(running[:RUNNING_LISTED]),
-        at_least=len(sample) >= REACH_SAMPLE,
-    )
+    return _counted(rows, at_least=len(rows) >= REACH_SAMPLE, listed=True)
 
 
 @dataclass(frozen=True)
@@ -85,20 +91,17 @@ class Readers:
     def run_ids(self) -> list[str]:
         return list(dict.fromkeys(run_id for _note, run_id, _agent, _status in self.rows))
 
-    def reach(self, note_id: str | None = None) -> Reach:
-        """The reach of one note of them (or of all, each run counted once)."""
-        rows = [row for row in self.rows if note_id is None or row[0] == note_id]
-        runs = {run_id: (agent_id, status) for _note, run_id, agent_id, status in rows}
-        counts: dict[str, int] = {}
-        for note, *_ in rows:
-            counts[note] = counts.get(note, 0) + 1
-        running = sum(1 for _agent, status in runs.values() if status == RunStatus.RUNNING)
-        return Reach(
-            runs=len(runs),
-            agents=len({agent_id for agent_id, _status in runs.values()}),
-            still_running=running,
-            at_least=any(n >= self.sample for n in counts.values()),
-        )
+    def by_note(self) -> dict[str, list[tuple[str, str, str]]]:
+        """Each note's reads as (run id, its agent, its status)."""
+        grouped: dict[str, list[tuple[str, str, str]]] = {}
+        for note_id, *read in self.rows:
+            grouped.setdefault(note_id, []).append(tuple(read))
+        return grouped
+
+    def reach(self) -> Reach:
+        """The reach of all of them, each run counted once."""
+        sampled = any(len(reads) >= self.sample for reads in self.by_note().values())
+        return _counted([tuple(row[1:]) for row in self.rows], at_least=sampled)
 
 
 def readers_of(
@@ -144,7 +147,10 @@ def notes_reach(note_ids: Iterable[str], *, now: datetime | None = None) -> dict
     """Each note's readers in the last 30 days (REACH_WINDOW; its newest ROW_SAMPLE reads),
     counted — a page's rows show it before a veto. One query; notes nobody read are left out."""
     readers = readers_of(note_ids, now=now, sample=ROW_SAMPLE)
-    return {note_id: readers.reach(note_id) for note_id in {row[0] for row in readers.rows}}
+    return {
+        note_id: _counted(reads, at_least=len(reads) >= ROW_SAMPLE)
+        for note_id, reads in readers.by_note().items()
+    }
 
 
 def reach_of(note_ids: Iterable[str], *, now: datetime | None = None) -> Reach:

@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 import numpy as np
 from django.db.models import Q
 
-from ..models import Agent, Kind, Note, NoteRead, Scope, Status, Trust, is_expired
+from ..models import Agent, Kind, Note, Scope, Status, Trust, is_expired, last_read_at
 from ..selectors import NOT_READ
 from ..validation import content_key_text
 
@@ -30,10 +30,10 @@ NEAR_DUPLICATE_COSINE = 0.85
 
 @dataclass
 class Review:
-    """One review's working set, read in two queries: the agent's active facts that are not
-    rejected (live or expired) and the day log rows of the day before, oldest first; and which
-    of those facts some agent's run was served in the last 30 days (the read records). The
-    steps plan their changes on it; they are applied together under one lock."""
+    """One review's working set, read in one query: the agent's active facts that are not
+    rejected (live or expired), each with when a run was last served it (the read records), and
+    the day log rows of the day before, oldest first. The steps plan their changes on it; they
+    are applied together under one lock."""
 
     facts: list[Note]
     day_rows: list[Note]
@@ -52,14 +52,12 @@ class Review:
                 Q(scope=Scope.AGENT, kind=Kind.FACT) & ~Q(trust=Trust.REJECTED)
                 | Q(kind=Kind.DAY, day=day - timedelta(days=1))
             )
+            .annotate(last_read=last_read_at())
             .order_by("created_at", "id")
         )
         facts = [n for n in rows if n.kind == Kind.FACT]
-        read_lately = set(
-            NoteRead.objects.filter(note_id__in=[n.pk for n in facts], read_at__gte=now - NOT_READ)
-            .values_list("note_id", flat=True)
-            .distinct()
-        )
+        cutoff = now - NOT_READ
+        read_lately = {n.pk for n in facts if n.last_read is not None and n.last_read >= cutoff}
         return cls(facts, [n for n in rows if n.kind == Kind.DAY], now, read_lately=read_lately)
 
     def live(self) -> list[Note]:

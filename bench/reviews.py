@@ -26,7 +26,7 @@ from bench.scale import Table
 from bench.server import database_url
 from bench.util import unsaved_fact
 from memory_portal.memory import counters
-from memory_portal.memory.ids import new_agent_id, new_run_id
+from memory_portal.memory.ids import new_agent_id, new_read_key, new_run_id
 from memory_portal.memory.models import (
     Agent,
     Application,
@@ -161,9 +161,10 @@ def _load_projects(world: World, indexes, agents, facts, vectors, model) -> None
                 states.append(counters.state_of(note))
             served = [note for note in notes if note.last_recalled_at]
             if served:
-                run_id = new_run_id()
+                run_id, run_key = new_run_id(), new_read_key()
                 run_rows.add(
                     id=run_id,
+                    read_key=run_key,
                     agent_id=agent.pk,
                     project_id=project.pk,
                     top_level_run_id=run_id,
@@ -172,8 +173,8 @@ def _load_projects(world: World, indexes, agents, facts, vectors, model) -> None
                 )
                 for note in served:
                     read_rows.add(
-                        note_id=note.pk,
-                        run_id=run_id,
+                        note_id=note.read_key,
+                        run_id=run_key,
                         tool=ReadTool.RECALL,
                         rank=1,
                         score=None,

@@ -25,6 +25,7 @@ from ulid import ULID
 from memory_portal.memory import counters
 from memory_portal.memory import models as m
 from memory_portal.memory.audit_actions import AuditAction
+from memory_portal.memory.run_records import SmallCode
 
 PROJECT_SIZE = 2000
 SLUG_PREFIX = "scale-"
@@ -98,10 +99,14 @@ class Table:
             value = values.get(f.attname, missing)
             if value is missing:
                 value = self._defaults.get(f.attname, missing)
+                if value is missing and f.unique and callable(f.default):
+                    value = f.default()  # a key (a note's or run's read key) made per row
                 if value is missing:
                     raise ValueError(f"{self.model.__name__}.{f.attname} needs a value")
             elif isinstance(value, dict | list):
                 value = json.dumps(value)
+            elif isinstance(f, SmallCode):
+                value = f.get_prep_value(value)
             row.append(value)
         self.rows.append(tuple(row))
 

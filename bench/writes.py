@@ -18,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory_portal.memory import services
-from memory_portal.memory.ids import new_note_id
+from memory_portal.memory.ids import new_note_id, new_read_key
 from memory_portal.memory.models import Agent, Project, Run
 from memory_portal.memory.validation import AGENT_FACT_PLACE, content_identity, content_key
 
@@ -34,9 +34,9 @@ RAW_INSERT = (
     " tags_text, trust, status, archive_reason, created_by_agent_id, created_by_stage,"
     " origin_run_id, origin_run_ref, top_level_run_id, step, task_key, evidence_path,"
     " evidence_commit, evidence_quote, recall_count, place_key, content_key, created_at,"
-    " updated_at)"
+    " updated_at, read_key)"
     " VALUES (%s, %s, 'project', 'fact', 'long_term', %s, '', '', 'learned', 'active', '',"
-    " %s, %s, %s, %s, %s, '', %s, '', '', '', 0, %s, %s, %s, %s)"
+    " %s, %s, %s, %s, %s, '', %s, '', '', '', 0, %s, %s, %s, %s, %s)"
 )
 RAW_BUMP = (
     "UPDATE project_memory_setting SET revision = revision + 1, last_write_at = %s"
@@ -195,6 +195,7 @@ def raw_writer(
                         key,
                         now,
                         now,
+                        new_read_key(),
                     ],
                 )
                 cur.execute(RAW_BUMP, [now, project_id])

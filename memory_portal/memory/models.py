@@ -29,6 +29,7 @@ from .ids import (
     new_item_id,
     new_key_id,
     new_note_id,
+    new_read_key,
     new_recovery_id,
     new_run_id,
     new_webhook_id,
@@ -229,6 +230,8 @@ class Run(models.Model):
     # for MEMORY_PORTAL_MCP_IDLE_MINUTES is finished.
     mcp_session = models.CharField(max_length=64, blank=True, default="")
     last_call_at = models.DateTimeField(null=True, blank=True)
+    # The run's key in the read records (ids.new_read_key): what NoteRead.run points at.
+    read_key = models.BigIntegerField(unique=True, default=new_read_key, editable=False)
 
     class Meta:
         ordering = ["-started_at"]
@@ -432,6 +435,8 @@ class Note(models.Model):
     embedding_model = models.CharField(max_length=120, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The note's key in the read records (ids.new_read_key): what NoteRead.note points at.
+    read_key = models.BigIntegerField(unique=True, default=new_read_key, editable=False)
 
     objects = NoteQuerySet.as_manager()
 

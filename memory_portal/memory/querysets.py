@@ -40,11 +40,10 @@ NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # the last read of a note no run was s
 
 def last_read_at() -> Subquery:
     """When an agent's run was last served the note (the query's row), None if no record is
-    kept: one step down the note's index of reads, newest first (ids grow with time), however
-    often it was read."""
+    kept: one step down the note's index of reads, newest first, however often it was read."""
     from .run_records import NoteRead  # the models module imports this one
 
-    newest = NoteRead.objects.filter(note_id=OuterRef("pk")).order_by("-id")
+    newest = NoteRead.objects.filter(note_id=OuterRef("read_key")).order_by("-read_at")
     return Subquery(newest.values("read_at")[:1], output_field=models.DateTimeField())
 
 

@@ -53,33 +53,87 @@ class ReadTool(models.TextChoices):
     LIST = "list"  # GET /api/v1/memories
 
 
+class SmallCode(models.PositiveSmallIntegerField):
+    """A choice among a fixed list of words kept as its place in the list (a two-byte integer),
+    read and written as the word: `tool="search"` filters, `read.tool == "search"`. New words
+    go at the end; none is ever removed or moved."""
+
+    def __init__(self, *args, words: tuple[str, ...] = (), **kwargs):
+        self.words = tuple(words)
+        self._codes = {word: code for code, word in enumerate(self.words)}
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self):
+        name, path, args, kwargs = super().deconstruct()
+        kwargs["words"] = self.words
+        return name, path, args, kwargs
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else self.words[value]
+
+    def to_python(self, value):
+        if value is None or isinstance(value, str):
+            return value
+        return self.words[int(value)]
+
+    def get_prep_value(self, value):
+        if value is None or isinstance(value, int):
+            return value
+        return self._codes[str(value)]
+
+
 class NoteRead(models.Model):
     """One note served to an agent's run (SPEC §2.10): which note, to which run (its agent and
     top-level run are the run's), by which tool, its rank in the answer and its score where
     there is one, its trust at that moment, and when — never the query. One insert per call,
     before the answer (services/reads.py). Kept MEMORY_PORTAL_READ_RETENTION_DAYS; a note's and
-    a run's go with them (a reset, a deletion) in one DELETE each: nothing hangs off a read, so
-    Django deletes them without fetching them first."""
+    a run's go with them (a reset, a deletion): nothing hangs off a read, so Django deletes them
+    without fetching them first.
 
-    note = models.ForeignKey("Note", on_delete=models.CASCADE, related_name="reads", db_index=False)
-    run = models.ForeignKey("Run", on_delete=models.CASCADE, related_name="reads", db_index=False)
-    tool = models.CharField(max_length=16, choices=ReadTool)
-    rank = models.PositiveSmallIntegerField()
-    score = models.FloatField(null=True, blank=True)
-    trust = models.CharField(max_length=10)
+    Built small, as it grows by one row per note served (docs/CONCEPTS.md, "Read records"):
+    the note and the run by their eight-byte `read_key`s rather than their 31-character ids;
+    the tool and the trust as two-byte codes; the columns in an order that leaves no padding;
+    two indexes — a note's reads newest first, and a run's (deduplicated: a run's reads share
+    one entry). The primary key is the ORM's only: migration 0022 drops its constraint on
+    PostgreSQL, where its index would cost a third of the table (a read is never addressed on
+    its own: no update, no single delete). Retention finds old reads by a BRIN index on
+    `read_at` (a plain one on SQLite), made by that migration too."""
+
+    pk = models.CompositePrimaryKey("run", "read_at", "note")
+    run = models.ForeignKey(
+        "Run",
+        on_delete=models.CASCADE,
+        to_field="read_key",
+        db_column="run_key",
+        related_name="reads",
+        db_index=False,
+    )
     read_at = models.DateTimeField(default=timezone.now)
+    note = models.ForeignKey(
+        "Note",
+        on_delete=models.CASCADE,
+        to_field="read_key",
+        db_column="note_key",
+        related_name="reads",
+        db_index=False,
+    )
+    score = models.FloatField(null=True, blank=True)
+    rank = models.PositiveSmallIntegerField()
+    tool = SmallCode(words=("read", "search", "recall", "start_recall", "list"))
+    trust = SmallCode(words=("learned", "reviewed", "rejected"))
 
     class Meta:
         db_table = "project_memory_read"
         indexes = [
-            # A note's readers and a run's reads, newest first; retention walks the primary key
-            # (ids grow with time), so read_at needs no index of its own.
-            models.Index(fields=["note", "-id"], name="read_by_note"),
-            models.Index(fields=["run", "-id"], name="read_by_run"),
+            # A note's readers (walked backwards, newest first: ascending, as reads come in at
+            # each note's end, the pages fill; descending they would split half empty); a
+            # run's reads (a run holds few: they are sorted).
+            models.Index(fields=["note", "read_at"], name="reads_of_note"),
+            models.Index(fields=["run"], name="reads_of_run"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.note_id} read by {self.run_id} ({self.tool} #{self.rank})"
+        return f"note {self.note_id} read by run {self.run_id} ({self.tool} #{self.rank})"
 
 
 class RecallDay(models.Model):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from memory_portal.memory import services
@@ -29,7 +29,9 @@ def fact(world):
 
 
 def reads_of(run):
-    return list(NoteRead.objects.filter(run=run).order_by("id"))
+    return list(
+        NoteRead.objects.filter(run=run).select_related("note", "run").order_by("read_at", "rank")
+    )
 
 
 def test_run_b_searching_and_reading_run_a_note_is_recorded(api, tokens, world, fact):
@@ -40,7 +42,7 @@ def test_run_b_searching_and_reading_run_a_note_is_recorded(api, tokens, world, 
     assert by_id.status_code == 200
 
     rows = reads_of(world.run2)
-    assert [(r.note_id, r.tool, r.rank, r.score, r.trust) for r in rows] == [
+    assert [(r.note.id, r.tool, r.rank, r.score, r.trust) for r in rows] == [
         (fact.id, ReadTool.SEARCH, 1, None, "learned"),
         (fact.id, ReadTool.READ, 1, None, "learned"),
     ]
@@ -59,7 +61,7 @@ def test_a_page_is_recorded_in_its_order_ranked_from_its_offset(api, tokens, wor
     page = api.tool("memory_read", tokens.agent, {"target": "long_term", "offset": 1, "limit": 2})
     served = [e["id"] for e in page.json()["entries"]]
     assert served == list(reversed(ids))[1:3]
-    assert [(r.note_id, r.rank) for r in reads_of(world.run)] == list(
+    assert [(r.note.id, r.rank) for r in reads_of(world.run)] == list(
         zip(served, (2, 3), strict=True)
     )
 
@@ -76,7 +78,7 @@ def test_v1_list_recall_and_the_start_recall_are_recorded_with_scores(api, token
     assert started.status_code == 200 and started.json()["memories"]
 
     rows = reads_of(world.run)
-    assert [(r.tool, r.note_id) for r in rows] == [
+    assert [(r.tool, r.note.id) for r in rows] == [
         (ReadTool.LIST, note.id),
         (ReadTool.RECALL, note.id),
         (ReadTool.START_RECALL, note.id),
@@ -116,7 +118,8 @@ def test_a_read_that_cannot_be_recorded_serves_nothing(api, tokens, world, fact,
 def test_retention_prunes_old_records_in_batches(world, fact, settings, monkeypatch):
     now = timezone.now()
     old = now - timedelta(days=91)
-    for when in (old, old, old, now - timedelta(days=89)):
+    second = timedelta(seconds=1)
+    for when in (old, old - second, old - 2 * second, now - timedelta(days=89)):
         NoteRead.objects.create(
             note=fact, run=world.run2, tool=ReadTool.READ, rank=1, trust="learned", read_at=when
         )
@@ -135,7 +138,7 @@ def test_deleting_a_run_or_resetting_clears_their_records(api, tokens, world, fa
     assert NoteRead.objects.count() == 2
     Run.objects.filter(pk=world.run2.pk).update(status=RunStatus.SUCCEEDED)
     services.run_delete(actor=world.as_manager, run=Run.objects.get(pk=world.run2.pk))
-    assert list(NoteRead.objects.values_list("run_id", flat=True)) == [world.run.pk]
+    assert list(NoteRead.objects.values_list("run__id", flat=True)) == [world.run.pk]
     services.memory_reset(actor=world.as_manager, project=world.project)
     assert not NoteRead.objects.exists()
 
@@ -197,7 +200,7 @@ def test_reading_ones_forgotten_notes_is_recorded(api, tokens, world, fact):
     services.note_forget(actor=world.as_agent, note_id=fact.id)
     page = api.tool("memory_read", tokens.agent, {"target": "recoveries"})
     assert [e["id"] for e in page.json()["entries"]] == [fact.id]
-    assert [(r.note_id, r.tool, r.rank, r.trust) for r in reads_of(world.run)] == [
+    assert [(r.note.id, r.tool, r.rank, r.trust) for r in reads_of(world.run)] == [
         (fact.id, ReadTool.READ, 1, "learned")
     ]
 
@@ -231,7 +234,45 @@ def test_the_day_log_a_recall_lists_is_recorded_after_its_facts(api, tokens, wor
     assert recalled.status_code == 200
     assert any("checked the deploy calendar" in line for line in recalled.json()["dayLog"])
     rows = reads_of(world.run)
-    assert [(r.note_id, r.tool, r.rank, r.score is None) for r in rows] == [
+    assert [(r.note.id, r.tool, r.rank, r.score is None) for r in rows] == [
         (fact.id, ReadTool.RECALL, 1, False),
         (day.id, ReadTool.RECALL, 2, True),
     ]
+
+
+def test_a_note_twice_in_one_answer_is_one_read_at_its_first_place(world, fact):
+    served = [(fact.id, "learned", 0.9), (fact.id, "learned", 0.4)]
+    assert services.reads_record(actor=world.as_agent2, tool=ReadTool.SEARCH, served=served) == 1
+    assert [(r.note.id, r.rank, r.score) for r in reads_of(world.run2)] == [(fact.id, 1, 0.9)]
+
+
+def test_a_note_deleted_before_its_record_serves_nothing(world, fact):
+    """The record finds the note's key by its id inside the INSERT: a note gone meanwhile
+    fails the whole INSERT, so the call answers 503 rather than serve without a record."""
+    from memory_portal.memory.errors import MemoryPortalError
+
+    other = services.note_write(
+        actor=world.as_agent, kind="fact", content="Staging is rebuilt every night."
+    ).note
+    served = [(other.id, "learned", None), ("mem_01jgone000000000000000000", "learned", None)]
+    with pytest.raises(MemoryPortalError) as refused, transaction.atomic():
+        services.reads_record(actor=world.as_agent2, tool=ReadTool.READ, served=served)
+    assert refused.value.code == "memory_read_unrecorded"
+    assert not NoteRead.objects.exists()
+
+
+def test_the_tool_and_the_trust_are_kept_as_codes_and_read_as_words(world, fact):
+    """Two-byte codes in the table (the read records are built small), words everywhere else;
+    every tool and every trust there is has its code."""
+    assert set(NoteRead._meta.get_field("tool").words) == set(ReadTool.values)
+    assert set(NoteRead._meta.get_field("trust").words) == {"learned", "reviewed", "rejected"}
+    services.reads_record(
+        actor=world.as_agent2, tool=ReadTool.START_RECALL, served=[(fact.id, "reviewed", None)]
+    )
+    read = NoteRead.objects.get(tool="start_recall", trust="reviewed")
+    assert (read.tool, read.trust) == ("start_recall", "reviewed")
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT tool, trust FROM {NoteRead._meta.db_table}")
+        assert cursor.fetchall() == [(3, 1)]

@@ -27,8 +27,8 @@ def test_notes_served_over_mcp_are_recorded(mcp_url, run_tokens, world):
     found, read, prompt = run_on_loop(go())
     assert [e["id"] for e in found["entries"]] == [note.id] == [e["id"] for e in read["entries"]]
     assert "Use the blue deploy pipeline." in prompt.messages[0].content.text
-    rows = NoteRead.objects.filter(run=world.run).order_by("id")
-    assert [(r.tool, r.note_id, r.rank) for r in rows] == [
+    rows = NoteRead.objects.filter(run=world.run).select_related("note").order_by("read_at")
+    assert [(r.tool, r.note.id, r.rank) for r in rows] == [
         (ReadTool.SEARCH, note.id, 1),
         (ReadTool.READ, note.id, 1),
         (ReadTool.START_RECALL, note.id, 1),

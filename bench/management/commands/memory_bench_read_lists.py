@@ -42,6 +42,7 @@ from bench.scale import Table, _ulid_id
 from memory_portal.memory import models as m
 from memory_portal.memory import selectors, services
 from memory_portal.memory.actors import Actor
+from memory_portal.memory.ids import new_read_key
 
 TARGET_BYTES = 120
 NOTES_A_CALL = 5
@@ -121,26 +122,32 @@ class Command(BaseCommand):
                 content=f"Bench fact {n}: release train {n} ships after its checks pass.",
             )
             self.notes.append(written.note.pk)
+        self.key_of = dict(
+            m.Note.objects.filter(pk__in=self.notes).values_list("id", "read_key")
+        )
+        self.note_of = {key: note_id for note_id, key in self.key_of.items()}
         # Runs as an orchestrator leaves them: all finished but the last 1 %, started in turn.
         start = timezone.now() - timedelta(days=60)
         table = Table(m.Run)
-        self.runs = []
+        self.runs = []  # (id, read key)
         for i in range(runs):
             when = start + timedelta(seconds=i * 60)
-            run_id = _ulid_id("run", when)
+            run_id, run_key = _ulid_id("run", when), new_read_key()
             running = i >= runs - max(1, runs // 100)
             table.add(
                 id=run_id,
                 agent_id=created[i % agents].pk,
                 project_id=self.project.pk,
                 top_level_run_id=run_id,
+                read_key=run_key,
                 status=m.RunStatus.RUNNING if running else m.RunStatus.SUCCEEDED,
                 started_at=when,
                 finished_at=None if running else when + timedelta(minutes=5),
             )
-            self.runs.append(run_id)
+            self.runs.append((run_id, run_key))
         with transaction.atomic(), connection.cursor() as cursor:
             table.flush(cursor.connection.cursor())
+            cursor.execute(f"ANALYZE {m.Run._meta.db_table}")  # as autovacuum would, soon
         # Popularity by 1/rank over a shuffled order of the notes.
         order = list(self.notes)
         self.rng.shuffle(order)
@@ -161,8 +168,8 @@ class Command(BaseCommand):
         with connection.cursor() as cursor:
             raw = cursor.connection.cursor()
             while written < count:
-                run = self.runs[(self.call // per_run) % len(self.runs)]
-                self.recent_run = run
+                run_id, run_key = self.runs[(self.call // per_run) % len(self.runs)]
+                self.recent_run = run_id
                 picked = set()
                 while len(picked) < NOTES_A_CALL:
                     picked.add(self.rng.choices(self.by_popularity, self.weights)[0])
@@ -171,11 +178,11 @@ class Command(BaseCommand):
                     if written == count:
                         break
                     table.add(
-                        note_id=note_id,
-                        run_id=run,
+                        note_id=self.key_of[note_id],
+                        run_id=run_key,
                         tool=m.ReadTool.SEARCH,
                         rank=rank,
-                        score=None,
+                        score=round(self.rng.random(), 4),
                         trust=m.Trust.LEARNED,
                         read_at=self.read_at,
                     )
@@ -205,13 +212,13 @@ class Command(BaseCommand):
             size, rows = cursor.fetchone()
         # The note read most so far (at a small stage the likeliest may not have been drawn).
         most = (
-            m.NoteRead.objects.filter(note_id__in=self.notes)
+            m.NoteRead.objects.filter(note_id__in=self.note_of)
             .values("note_id")
-            .annotate(reads=Count("id"))
+            .annotate(reads=Count("*"))
             .order_by("-reads", "note_id")
             .first()
         )
-        top, top_reads = most["note_id"], most["reads"]
+        top, top_reads = self.note_of[most["note_id"]], most["reads"]
         median = self.by_popularity[len(self.by_popularity) // 2]
         run = self.recent_run
 

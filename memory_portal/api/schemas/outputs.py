@@ -583,8 +583,8 @@ ERROR_STATUSES = frozenset({400, 401, 403, 404, 405, 409, 413, 429, 500, 503})
 class ReadOut(Shape):
     """One note served to one run: ids and numbers, never the query."""
 
-    noteId: str = Field(alias="note_id")
-    runId: str = Field(alias="run_id")
+    noteId: str = Field(alias="note.id")
+    runId: str = Field(alias="run.id")
     topLevelRunId: str = Field(alias="run.top_level_run_id")
     agentId: str = Field(alias="run.agent_id")
     runStatus: str = Field(description="running, succeeded or failed, now")

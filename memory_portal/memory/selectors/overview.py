@@ -207,28 +207,31 @@ def project_overview(*, actor: Actor, project: Project, now: datetime | None = N
     # days (read records; forgotten ones are not named), and the learned notes no run was served
     # in 30 days (the daily review's and the review queue's rule): what is used, and what waits
     # for nobody.
-    latest_runs = (
+    # The runs' keys as a list, not a subquery: given a subquery the planner reckons a hash join
+    # over the whole read table cheaper than 200 walks down the run index (98 ms against 4 at a
+    # million records).
+    latest_runs = list(
         Run.objects.filter(project=project)
         .order_by("-started_at")
-        .values("pk")[:MOST_READ_RUNS]
+        .values_list("read_key", flat=True)[:MOST_READ_RUNS]
     )
-    runs_of: dict[str, set[str]] = {}
-    reads_of: dict[str, int] = {}
+    runs_of: dict[int, set[int]] = {}  # by the notes' and runs' read keys
+    reads_of: dict[int, int] = {}
     served = NoteRead.objects.filter(
         run_id__in=latest_runs, read_at__gte=now - timedelta(days=DAYS)
     ).values_list("note_id", "run_id")
-    for note_id, run_id in served:
-        runs_of.setdefault(note_id, set()).add(run_id)
-        reads_of[note_id] = reads_of.get(note_id, 0) + 1
+    for note_key, run_key in served:
+        runs_of.setdefault(note_key, set()).add(run_key)
+        reads_of[note_key] = reads_of.get(note_key, 0) + 1
     ranked = sorted(runs_of, key=lambda n: (-len(runs_of[n]), -reads_of[n], n))
     named = {}
     if ranked:  # forgotten notes are not named: the first TOP_READ of the others
-        shown = notes.filter(pk__in=ranked[: TOP_READ * 4]).exclude(status=Status.FORGOTTEN)
-        named = shown.only("id", "content", "summary").in_bulk()
+        shown = notes.filter(read_key__in=ranked[: TOP_READ * 4]).exclude(status=Status.FORGOTTEN)
+        named = shown.only("id", "content", "summary", "read_key").in_bulk(field_name="read_key")
     most_read = []
-    for note_id in [n for n in ranked if n in named][:TOP_READ]:
-        note = named[note_id]
-        note.read_runs, note.read_count = len(runs_of[note_id]), reads_of[note_id]
+    for note_key in [n for n in ranked if n in named][:TOP_READ]:
+        note = named[note_key]
+        note.read_runs, note.read_count = len(runs_of[note_key]), reads_of[note_key]
         most_read.append(note)
     unread = NoteFilter(UNREAD_LEARNED, queryset=notes, project=project, agents=()).qs
     unread_count = unread.count()

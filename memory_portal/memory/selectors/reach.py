@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connections
+from django.db.models import Subquery
 from django.utils import timezone
 
-from ..models import NoteRead, Run, RunStatus
+from ..models import Note, NoteRead, Run, RunStatus
 
 RUNNING_LISTED = 50  # the ids of still-running readers an answer lists at most
 REACH_WINDOW = timedelta(days=30)  # what a confirmation counts: the last 30 days' readers
@@ -71,11 +72,14 @@ def note_reach(*, note_id: str, since: datetime | None = None) -> Reach:
     REACH_SAMPLE reads), their agents, and which of them are still running. One query down the
     note's newest reads with their runs, stopping after REACH_SAMPLE: bounded however often the
     note is read (an IN or a join over the sample let PostgreSQL scan the whole table)."""
-    newest = NoteRead.objects.filter(note_id=note_id)
+    key = Note.objects.filter(pk=note_id).values("read_key")[:1]  # looked up once, first
+    newest = NoteRead.objects.filter(note_id=Subquery(key))
     if since is not None:
         newest = newest.filter(read_at__gte=since)
     rows = list(
-        newest.order_by("-id").values_list("run_id", "run__agent_id", "run__status")[:REACH_SAMPLE]
+        newest.order_by("-read_at").values_list("run__id", "run__agent_id", "run__status")[
+            :REACH_SAMPLE
+        ]
     )
     return _counted(rows, at_least=len(rows) >= REACH_SAMPLE, listed=True)
 
@@ -118,24 +122,26 @@ def readers_of(
         return Readers([], sample)
     since = (now or timezone.now()) - REACH_WINDOW
     db = connections[NoteRead.objects.db]
-    reads, runs = NoteRead._meta.db_table, Run._meta.db_table
+    reads, runs, notes = (m._meta.db_table for m in (NoteRead, Run, Note))
     since_value = NoteRead._meta.get_field("read_at").get_db_prep_value(since, db)
     if db.vendor == "postgresql":
         sql = (
-            f"SELECT n.note_id, s.run_id, run.agent_id, run.status "
-            f"FROM unnest(%s::varchar[]) AS n(note_id) CROSS JOIN LATERAL ("
-            f"SELECT r.run_id FROM {reads} r WHERE r.note_id = n.note_id AND r.read_at >= %s "
-            f"ORDER BY r.id DESC LIMIT %s) s JOIN {runs} run ON run.id = s.run_id"
+            f"SELECT n.id, s.id, s.agent_id, s.status FROM {notes} n CROSS JOIN LATERAL ("
+            f"SELECT run.id, run.agent_id, run.status FROM {reads} r "
+            f"JOIN {runs} run ON run.read_key = r.run_key "
+            f"WHERE r.note_key = n.read_key AND r.read_at >= %s "
+            f"ORDER BY r.read_at DESC LIMIT %s) s WHERE n.id = ANY(%s::varchar[])"
         )
-        params = [ids, since_value, sample]
+        params = [since_value, sample, ids]
     else:
         marks = ", ".join(["%s"] * len(ids))
         sql = (
             f"SELECT note_id, run_id, agent_id, status FROM ("
-            f"SELECT r.note_id, r.run_id, run.agent_id, run.status, ROW_NUMBER() OVER "
-            f"(PARTITION BY r.note_id ORDER BY r.id DESC) AS newest FROM {reads} r "
-            f"JOIN {runs} run ON run.id = r.run_id "
-            f"WHERE r.note_id IN ({marks}) AND r.read_at >= %s) WHERE newest <= %s"
+            f"SELECT n.id AS note_id, run.id AS run_id, run.agent_id, run.status, ROW_NUMBER() "
+            f"OVER (PARTITION BY r.note_key ORDER BY r.read_at DESC) AS newest FROM {reads} r "
+            f"JOIN {notes} n ON n.read_key = r.note_key "
+            f"JOIN {runs} run ON run.read_key = r.run_key "
+            f"WHERE n.id IN ({marks}) AND r.read_at >= %s) WHERE newest <= %s"
         )
         params = [*ids, since_value, sample]
     with db.cursor() as cursor:

@@ -12,10 +12,10 @@ from ..models import NoteRead, Project, Status, Trust
 from .activity import run_in_project
 from .notes import note_in_project
 
-# A read as a list shows it, with its run; and what a run's list shows of the note now (never
-# its text).
+# A read as a list shows it, with its run and the note's id; and what a run's list shows of the
+# note now (never its text).
 READ_COLUMNS = (
-    "id", "note_id", "run_id", "tool", "rank", "score", "trust", "read_at",
+    "run", "read_at", "note", "tool", "rank", "score", "trust", "note__id", "run__id",
     "run__status", "run__agent_id", "run__top_level_run_id", "run__agent__name",
 )  # fmt: skip
 NOTE_NOW = ("kind", "trust", "status", "archive_reason", "superseded_by")
@@ -24,24 +24,25 @@ NOTE_NOW = ("kind", "trust", "status", "archive_reason", "superseded_by")
 def note_reads(*, actor: Actor, project: Project, note_id: str) -> QuerySet[NoteRead]:
     """Who read a note of the project, newest first, each with its run (status, agent, top-level
     run). `memory_not_found` for a note that is not the project's."""
-    note_in_project(actor=actor, project=project, note_id=note_id)
+    note = note_in_project(actor=actor, project=project, note_id=note_id)
     return (
-        NoteRead.objects.filter(note_id=note_id)
-        .select_related("run__agent")
+        NoteRead.objects.filter(note_id=note.read_key)
+        .select_related("note", "run__agent")
         .only(*READ_COLUMNS)
-        .order_by("-id")
+        .order_by("-read_at", "-run_id")
     )
 
 
 def run_reads(*, actor: Actor, project: Project, run_id: str) -> QuerySet[NoteRead]:
-    """What a run of the project read, newest first, each with its note as it is now (see
-    `changed_since`). `not_found` for a run that is not the project's."""
+    """What a run of the project read, newest first (an answer's notes in its order), each with
+    its note as it is now (see `changed_since`). `not_found` for a run that is not the
+    project's."""
     run = run_in_project(actor=actor, project=project, run_id=run_id)
     return (
-        NoteRead.objects.filter(run_id=run.pk)
+        NoteRead.objects.filter(run_id=run.read_key)
         .select_related("note", "run__agent")
         .only(*READ_COLUMNS, *(f"note__{c}" for c in NOTE_NOW))
-        .order_by("-id")
+        .order_by("-read_at", "rank")
     )
 
 

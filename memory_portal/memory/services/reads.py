@@ -7,7 +7,7 @@
   note is ever served without its record. A person's reads (the dashboard, a user token's
   recall preview) are not recorded.
 - `reads_prune`: the routine runner's pass, deleting records older than
-  MEMORY_PORTAL_READ_RETENTION_DAYS in bounded batches, oldest first.
+  MEMORY_PORTAL_READ_RETENTION_DAYS in bounded batches.
 
 A note's and a run's records go with the note and the run (a reset, a deletion): the foreign
 keys cascade."""
@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from ..actors import Actor
 from ..errors import MemoryPortalError
-from ..models import NoteRead
+from ..models import Note, NoteRead, Run
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +45,15 @@ def reads_record(
     if not actor.is_agent:
         return 0
     now = now or timezone.now()
-    run_id = actor.run.pk
-    rows = [
-        (note_id, run_id, tool, min(rank, 32_767), score, trust, now)
-        for rank, (note_id, trust, score) in enumerate(served, start=first_rank)
-    ]
+    rows, seen = [], set()
+    for rank, (note_id, trust, score) in enumerate(served, start=first_rank):
+        if note_id not in seen:  # a note twice in one answer is one read, at its first place
+            seen.add(note_id)
+            rows.append((note_id, score, min(rank, 32_767), tool, trust))
     if not rows:
         return 0
     try:
-        _insert(rows)
+        _insert(actor.run.pk, now, rows)
     except DatabaseError as exc:
         log.warning(
             "read records not written (%s): %d notes withheld", type(exc).__name__, len(rows)
@@ -65,18 +65,25 @@ def reads_record(
     return len(rows)
 
 
-def _insert(rows: list[tuple]) -> None:
+def _insert(run_id: str, now: datetime, rows: list[tuple]) -> None:
     """The call's records as one multi-row INSERT: atomic on its own, so outside a transaction
-    it is one round trip (`bulk_create` would add a BEGIN and a COMMIT around it, and read the
-    new ids back)."""
+    it is one round trip (`bulk_create` would add a BEGIN and a COMMIT around it). The run's
+    and each note's `read_key` are looked up inside it by their ids (primary key lookups);
+    a note deleted meanwhile has none, so the INSERT fails whole and nothing is served."""
     db = connections[NoteRead.objects.db]
     quote = db.ops.quote_name
-    columns = ("note_id", "run_id", "tool", "rank", "score", "trust", "read_at")
-    read_at = NoteRead._meta.get_field("read_at")
+    columns = ("run_key", "read_at", "note_key", "score", "rank", "tool", "trust")
+    key_of = "(SELECT read_key FROM {} WHERE id = %s)"
+    run_key, note_key = key_of.format(quote(Run._meta.db_table)), key_of.format(
+        quote(Note._meta.db_table)
+    )
+    one = f"({run_key}, %s, {note_key}, %s, %s, %s, %s)"
+    tool, trust = NoteRead._meta.get_field("tool"), NoteRead._meta.get_field("trust")
+    read_at = NoteRead._meta.get_field("read_at").get_db_prep_value(now, db)
     values = []
-    for row in rows:
-        values.extend((*row[:-1], read_at.get_db_prep_value(row[-1], db)))
-    one = f"({', '.join(['%s'] * len(columns))})"
+    for note_id, score, rank, tool_name, trust_name in rows:
+        values += (run_id, read_at, note_id, score, rank)
+        values += (tool.get_prep_value(tool_name), trust.get_prep_value(trust_name))
     sql = (
         f"INSERT INTO {quote(NoteRead._meta.db_table)} ({', '.join(map(quote, columns))}) "
         f"VALUES {', '.join([one] * len(rows))}"
@@ -87,20 +94,27 @@ def _insert(rows: list[tuple]) -> None:
 
 def reads_prune(*, now: datetime | None = None, batches: int = 20) -> int:
     """Delete the read records past their retention, PRUNE_BATCH at a time, at most `batches`
-    batches a pass (the next pass goes on). Ids grow with time, so the oldest come first on the
-    primary key. Returns how many were deleted."""
+    batches a pass (the next pass goes on). They are found by the index on `read_at` (a BRIN
+    index on PostgreSQL, migration 0022) and deleted by their place in the table: the table has
+    no key of its own. Returns how many were deleted."""
     now = now or timezone.now()
     cutoff = now - timedelta(days=settings.MEMORY_PORTAL["READ_RETENTION_DAYS"])
+    db = connections[NoteRead.objects.db]
+    table = db.ops.quote_name(NoteRead._meta.db_table)
+    place = "ctid" if db.vendor == "postgresql" else "rowid"
+    old = f"SELECT {place} FROM {table} WHERE read_at < %s LIMIT %s"
+    sql = (
+        f"DELETE FROM {table} WHERE ctid = ANY(ARRAY({old}))"
+        if db.vendor == "postgresql"
+        else f"DELETE FROM {table} WHERE rowid IN ({old})"
+    )
+    params = [NoteRead._meta.get_field("read_at").get_db_prep_value(cutoff, db), PRUNE_BATCH]
     deleted = 0
     for _ in range(batches):
-        ids = list(
-            NoteRead.objects.filter(read_at__lt=cutoff)
-            .order_by("id")
-            .values_list("id", flat=True)[:PRUNE_BATCH]
-        )
-        if not ids:
-            break
-        deleted += NoteRead.objects.filter(id__in=ids).delete()[0]
-        if len(ids) < PRUNE_BATCH:
+        with db.cursor() as cursor:
+            cursor.execute(sql, params)
+            count = cursor.rowcount
+        deleted += count
+        if count < PRUNE_BATCH:
             break
     return deleted

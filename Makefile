@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint migrate demo bench bench-swarm bench-scale faults fuzz clean
+.PHONY: run test lint migrate demo bench bench-swarm bench-floor bench-scale faults fuzz clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ bench: $(STAMP)
 bench-swarm: $(STAMP)
 	@test -n "$(DATABASE_URL)" || { echo "bench-swarm needs DATABASE_URL=postgres://…"; exit 2; }
 	$(BIN)/python -m bench memory_bench_swarm
+
+# An agent's write, status and search through gunicorn beside a django-ninja hello-world under
+# the same gunicorn settings (docs/PERFORMANCE.md, "The hot path against the floor").
+bench-floor: $(STAMP)
+	@test -n "$(DATABASE_URL)" || { echo "bench-floor needs DATABASE_URL=postgres://…"; exit 2; }
+	$(BIN)/python -m bench memory_bench_floor
 
 # Pages and endpoints through gunicorn at each size, next to their raw-SQL floor
 # (docs/PERFORMANCE.md, "Pages and endpoints at a million notes"). Grows the database of DATABASE_URL (PostgreSQL,

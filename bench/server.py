@@ -61,9 +61,16 @@ class Running:
 
 
 @contextmanager
-def gunicorn(args: list[str], env: dict[str, str] | None = None, *, start_timeout: float = 120):
-    """Yield the running gunicorn (its port and pid) serving `memory_portal.wsgi` with `args`
-    (e.g. `-c gunicorn.conf.py`), DEBUG off, plain static names (no collectstatic needed)."""
+def gunicorn(
+    args: list[str],
+    env: dict[str, str] | None = None,
+    *,
+    start_timeout: float = 120,
+    app: str = "memory_portal.wsgi",
+):
+    """Yield the running gunicorn (its port and pid) serving `app` (the product by default)
+    with `args` (e.g. `-c gunicorn.conf.py`), DEBUG off, plain static names (no collectstatic
+    needed), once its `/readyz` answers 200."""
     port = free_port()
     full_env = {
         **os.environ,
@@ -80,7 +87,7 @@ def gunicorn(args: list[str], env: dict[str, str] | None = None, *, start_timeou
             sys.executable,
             "-m",
             "gunicorn",
-            "memory_portal.wsgi",
+            app,
             *args,
             "--bind",
             f"127.0.0.1:{port}",

@@ -17,6 +17,10 @@ OLD, NEW = "project_memory_read_v1", "project_memory_read"
 NOTES, RUNS = "project_memory_entry", "memory_run"
 
 
+def new_key() -> int:
+    return memory_portal.memory.ids.new_read_key()
+
+
 def fill_keys(apps, schema_editor):
     """A key for every note and run there is, a thousand rows a statement."""
     for name in ("Note", "Run"):
@@ -25,9 +29,12 @@ def fill_keys(apps, schema_editor):
         for start in range(0, len(ids), 1000):
             batch = ids[start : start + 1000]
             whens = [
-                models.When(pk=pk, then=memory_portal.memory.ids.new_read_key()) for pk in batch
+                models.When(pk=pk, then=models.Value(new_key(), models.BigIntegerField()))
+                for pk in batch
             ]
-            model.objects.filter(pk__in=batch).update(read_key=models.Case(*whens))
+            model.objects.filter(pk__in=batch).update(
+                read_key=models.Case(*whens, output_field=models.BigIntegerField())
+            )
 
 
 def _case(column: str, words: tuple[str, ...], *, to_code: bool) -> str:

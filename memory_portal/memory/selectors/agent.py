@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 
 from ..access import actor_role, require_member
 from ..actors import Actor
@@ -130,7 +130,7 @@ def memory_status(*, actor: Actor) -> MemoryStatus:
     held from other runs until a person reviews them."""
     run = actor.run
     setting = setting_get(project=run.project)
-    visible = notes_for_actor(actor=actor) if setting.enabled else Note.objects.none()
+    seen = _seen(actor=actor, setting=setting)
     held = 0
     if setting.enabled and setting.review_policy == ReviewPolicy.HOLD:
         held = (
@@ -140,10 +140,10 @@ def memory_status(*, actor: Actor) -> MemoryStatus:
         )
     return MemoryStatus(
         enabled=setting.enabled,
-        note_count=visible.count(),
+        note_count=seen.count,
         access_mode="reviewed" if run.agent.is_reviewer else "learned",
         revision=setting.revision,
-        fingerprint=fingerprint(actor=actor, setting=setting),
+        fingerprint=seen.fingerprint,
         review_policy=setting.review_policy,
         held_count=held,
     )
@@ -152,54 +152,75 @@ def memory_status(*, actor: Actor) -> MemoryStatus:
 def fingerprint(*, actor: Actor, setting: MemorySetting | None = None) -> str:
     """A digest of everything the caller can see, leaving out what its own top-level run wrote
     or forgot, so an orchestrator may reuse a step while this value holds (SPEC §2.11)."""
+    return _seen(actor=actor, setting=setting).fingerprint
+
+
+@dataclass(frozen=True)
+class Seen:
+    count: int  # the notes the caller sees (its own run's too): memory_status's noteCount
+    fingerprint: str
+
+
+# The fingerprint's columns (content_key: a day row changes content in place, appending, under
+# the same place_key), and what each row is to it: seen by the caller and counted in both;
+# seen, but written by its own top-level run (counted, not in the fingerprint); forgotten by its
+# run (in the fingerprint, in the state it had before; not counted).
+SEEN_FIELDS = ("id", "trust", "place_key", "content_key", "evidence_commit", "expires_at")
+SEEN, OWN, FORGOTTEN_BY_ME = 0, 1, 2
+
+
+def _seen(*, actor: Actor, setting: MemorySetting | None = None) -> Seen:
+    """The caller's note count and fingerprint, read together: on PostgreSQL one statement
+    whose answer is one row however many notes the caller sees — their number and the sum of a
+    64-bit hash of each row it digests (`hashtextextended`), nothing sorted or sent to Python
+    (at 2,000 notes, hashing in Python took most of a status). Elsewhere the rows are hashed
+    here. The two ways give different values, each stable on its own database (PostgreSQL's
+    may change once with a major version: one spurious change)."""
     run = actor.run
     setting = setting or setting_get(project=run.project)
     own = run.top_level_run_id
     digest = hashlib.sha256()
     digest.update(f"{int(setting.enabled)}|{setting.revocation_epoch}".encode())
     if not setting.enabled:
-        return digest.hexdigest()[:32]
-    # content_key: a day row changes content in place (appends) under the same place_key.
-    fields = ("id", "trust", "place_key", "content_key", "evidence_commit", "expires_at")
-    visible = notes_for_actor(actor=actor).exclude(top_level_run_id=own).values_list(*fields)
+        return Seen(0, digest.hexdigest()[:32])
+    mine = Case(When(top_level_run_id=own, then=Value(OWN)), default=Value(SEEN))
+    visible = notes_for_actor(actor=actor).annotate(seen_as=mine)
     # Notes this run forgot still count as seen, in the state they had before (if it could see
-    # them: a reviewer nested in a run never saw the learned notes that run forgot).
+    # them: a reviewer nested in a run never saw the learned notes that run forgot). Forgotten,
+    # they are never among the visible ones.
     forgotten_by_me = (
         Note.objects.filter(
             agent_visible_q(AgentView.of_run(run, setting=setting), served=False, forgotten=True),
             recovery__forgotten_by_top_level_run_id=own,
         )
         .exclude(top_level_run_id=own)
-        .values_list(*fields)
+        .annotate(seen_as=Value(FORGOTTEN_BY_ME))
     )
-    digest.update(_rows_digest([visible, forgotten_by_me], len(fields)).encode())
-    return digest.hexdigest()[:32]
-
-
-def _rows_digest(parts: list[QuerySet], width: int) -> str:
-    """A digest of the rows of `parts` (values_lists of `width` columns; a row in several
-    counts once), whatever their order. PostgreSQL computes it where the rows are — one row
-    comes back however many notes the caller sees (at 2,000 notes, sending them to Python to
-    hash took most of a status); elsewhere it is computed here. The two ways give different
-    values, each stable on its own database."""
-    parts = [part.order_by() for part in parts]
-    db = connections[parts[0].db]
-    if db.vendor != "postgresql":
-        digest = hashlib.sha256()
-        for row in sorted(set().union(*parts)):
-            digest.update("|".join("" if v is None else str(v) for v in row).encode())
-            digest.update(b"\n")
-        return digest.hexdigest()
-    sql, params = parts[0].union(*parts[1:]).order_by().query.sql_with_params()
-    columns = [f"c{i}" for i in range(width)]
-    line = " || '|' || ".join(f"coalesce({c}::text, '')" for c in columns)
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"SELECT md5(coalesce(string_agg({line}, E'\\n' ORDER BY {line}), '')) "
-            f"FROM ({sql}) AS seen({', '.join(columns)})",
-            params,
-        )
-        return cursor.fetchone()[0]
+    parts = [
+        part.order_by().values_list(*SEEN_FIELDS, "seen_as") for part in (visible, forgotten_by_me)
+    ]
+    db = connections[visible.db]
+    if db.vendor == "postgresql":
+        sql, params = parts[0].union(parts[1], all=True).order_by().query.sql_with_params()
+        columns = [f"c{i}" for i in range(len(SEEN_FIELDS))]
+        line = " || '|' || ".join(f"coalesce({c}::text, '')" for c in columns)
+        digested = f"seen_as <> {OWN}"
+        with db.cursor() as cursor:
+            cursor.execute(
+                f"SELECT count(*) FILTER (WHERE seen_as <> {FORGOTTEN_BY_ME}), "
+                f"count(*) FILTER (WHERE {digested}), "
+                f"coalesce(sum(hashtextextended({line}, 0)) FILTER (WHERE {digested}), 0) "
+                f"FROM ({sql}) AS seen({', '.join(columns)}, seen_as)",
+                params,
+            )
+            count, digested_count, total = cursor.fetchone()
+        digest.update(f"{digested_count}|{total}".encode())
+        return Seen(count, digest.hexdigest()[:32])
+    rows = [*parts[0], *parts[1]]
+    for row in sorted({row[:-1] for row in rows if row[-1] != OWN}):
+        digest.update("|".join("" if v is None else str(v) for v in row).encode())
+        digest.update(b"\n")
+    return Seen(sum(row[-1] != FORGOTTEN_BY_ME for row in rows), digest.hexdigest()[:32])
 
 
 def recovery_in_project(*, actor: Actor, project: Project, recovery_id: str) -> Recovery:

@@ -1,0 +1,53 @@
+"""`memory_status` as a request runs it: its statements do not grow with the notes the caller
+sees — on PostgreSQL their count and the fingerprint come back as one row of one statement
+(docs/PERFORMANCE.md, "The hot path against the floor")."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memory_portal.memory import services
+
+pytestmark = pytest.mark.django_db
+
+
+def _status(api, token) -> tuple[dict, list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        answer = api.tool("memory_status", token, {})
+    assert answer.status_code == 200, answer.json()
+    return answer.json(), [q["sql"] for q in captured.captured_queries]
+
+
+def _write(world, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        services.note_write(
+            actor=world.as_agent2, kind="fact", content=f"Release train {i} ships on Tuesday."
+        )
+
+
+def test_memory_status_sends_the_same_statements_at_3_and_at_40_notes(api, tokens, world):
+    _write(world, 3)
+    _status(api, tokens.agent)  # the token's first call also stamps its last use
+    few, statements_few = _status(api, tokens.agent)
+    _write(world, 37, start=3)
+    many, statements_many = _status(api, tokens.agent)
+    assert many["noteCount"] == few["noteCount"] + 37
+    assert many["fingerprint"] != few["fingerprint"]
+    assert len(statements_many) == len(statements_few), "\n".join(statements_many)
+    if connection.vendor == "postgresql":
+        digests = [s for s in statements_many if "hashtextextended" in s]
+        assert len(digests) == 1 and "count(*)" in digests[0], "\n".join(statements_many)
+        # Nothing else reads the project's notes: the count rides on the digest.
+        notes = [s for s in statements_many if "project_memory_entry" in s]
+        assert notes == digests, "\n".join(statements_many)
+
+
+def test_the_count_includes_the_callers_own_notes_the_fingerprint_does_not(api, tokens, world):
+    _write(world, 2)
+    before, _ = _status(api, tokens.agent)
+    services.note_write(actor=world.as_agent, kind="fact", content="Caches warm up in 4 min.")
+    after, _ = _status(api, tokens.agent)
+    assert after["noteCount"] == before["noteCount"] + 1
+    assert after["fingerprint"] == before["fingerprint"]

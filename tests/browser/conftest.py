@@ -90,14 +90,19 @@ class BrowserPage:
 
 @pytest.fixture
 def open_page(browser, live_server):
-    """open_page(user=None, width="desktop", javascript=True) -> BrowserPage; a user is
-    logged in by cookie."""
+    """open_page(user=None, width="desktop", javascript=True, touch=False) -> BrowserPage; a
+    user is logged in by cookie; `touch`: a touch screen, as a phone's (taps, no hover)."""
     contexts = []
 
-    def open_(user=None, width: str = "desktop", *, javascript: bool = True) -> BrowserPage:
+    def open_(
+        user=None, width: str = "desktop", *, javascript: bool = True, touch: bool = False
+    ) -> BrowserPage:
         w, h = WIDTHS[width]
         context = browser.new_context(
-            viewport={"width": w, "height": h}, java_script_enabled=javascript
+            viewport={"width": w, "height": h},
+            java_script_enabled=javascript,
+            has_touch=touch,
+            is_mobile=touch,
         )
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)

@@ -504,6 +504,29 @@ def test_phones_tap_select_and_never_scroll_sideways(world, open_page):
     assert page.errors == []
 
 
+def test_a_phone_taps_five_checkboxes_and_bulk_approves_them(world, open_page):
+    """A finger on a card's checkbox ticks it (the id cell beside it painted over it and took
+    the tap), the bar counts them, and a bulk approve reaches all five."""
+    notes = write_notes(world, 6, prefix="Tapped")
+    page = open_page(world.manager, "phone", touch=True)
+    page.goto("/p/acme-web/")
+    for note in notes[:5]:
+        box = row(page, note).locator('input[name="ids"]')
+        box.scroll_into_view_if_needed()
+        box.tap()
+        expect(box).to_be_checked()
+    expect(page.page.locator(".bulk-bar [data-bulk-count]")).to_have_text("5 selected")
+    expect(row(page, notes[5]).locator('input[name="ids"]')).not_to_be_checked()
+    page.page.select_option("#bulk-action", "approve")
+    page.page.locator(".bulk-bar").get_by_role("button", name="Apply").tap()
+    expect(toast(page)).to_contain_text("Approve: 5 of 5 notes.")
+    page.screenshot("notes-tapped-phone", full_page=False)
+    assert [Note.objects.get(pk=n.pk).trust for n in notes] == [Trust.REVIEWED] * 5 + [
+        Trust.LEARNED
+    ]
+    assert page.errors == []
+
+
 @pytest.mark.parametrize("width", ["desktop", "phone"])
 def test_long_tags_wrap_inside_their_cell(world, open_page, width):
     """A tag as long as a tag may be (32 characters, no break) stays inside its cell: it

@@ -189,6 +189,18 @@
         window.location.href = link.href;
         event.preventDefault();
       }
+    } else if (key === "x") {
+      // Tick (or untick) the highlighted note for a bulk action.
+      var picked = shortcutRows()[current];
+      var box = picked && picked.querySelector('input[name="ids"][form="bulk-form"]');
+      if (!picked) {
+        toast({ level: "info", message: "Press j to pick a note first." });
+      } else if (box) {
+        box.checked = !box.checked;
+        lastBox = box;
+        box.dispatchEvent(new Event("change", { bubbles: true }));
+      }
+      event.preventDefault();
     } else if (key === "a" || key === "r" || key === "v") {
       var rows = shortcutRows();
       if (current < 0 || !rows[current]) {
@@ -261,6 +273,26 @@
       });
     }, 250);
   }
+
+  // Shift-click ticks (or unticks) every note between the last box ticked and this one.
+  var lastBox = null;
+  document.addEventListener("click", function (event) {
+    var box = event.target;
+    if (!box.matches || !box.matches('input[name="ids"][form="bulk-form"]')) return;
+    if (event.shiftKey && lastBox && lastBox !== box && document.contains(lastBox)) {
+      var boxes = Array.prototype.slice.call(
+        document.querySelectorAll('input[name="ids"][form="bulk-form"]'));
+      var from = boxes.indexOf(lastBox), to = boxes.indexOf(box);
+      if (from >= 0 && to >= 0) {
+        boxes.slice(Math.min(from, to), Math.max(from, to) + 1).forEach(function (other) {
+          other.checked = box.checked;
+        });
+        updateBulkCount();
+        updateBulkReach();
+      }
+    }
+    lastBox = box;
+  });
 
   document.addEventListener("change", function (event) {
     var target = event.target;

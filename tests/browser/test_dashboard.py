@@ -527,6 +527,33 @@ def test_a_phone_taps_five_checkboxes_and_bulk_approves_them(world, open_page):
     assert page.errors == []
 
 
+def test_x_selects_the_highlighted_note_and_shift_click_a_range(world, open_page):
+    notes = write_notes(world, 6, prefix="Range")  # newest first on the page
+    shown = list(reversed(notes))
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/")
+    count = page.page.locator(".bulk-bar [data-bulk-count]")
+    page.page.keyboard.press("j")
+    page.page.keyboard.press("x")
+    expect(row(page, shown[0]).locator('input[name="ids"]')).to_be_checked()
+    expect(count).to_have_text("1 selected")
+    page.page.keyboard.press("x")  # again: unticked
+    expect(count).to_have_text("Select notes for a bulk action")
+    page.page.keyboard.press("x")
+    row(page, shown[2]).locator('input[name="ids"]').click()
+    row(page, shown[4]).locator('input[name="ids"]').click(modifiers=["Shift"])
+    ticked = [row(page, n).locator('input[name="ids"]').is_checked() for n in shown]
+    assert ticked == [True, False, True, True, True, False]
+    expect(count).to_have_text("4 selected")
+    row(page, shown[3]).locator('input[name="ids"]').click(modifiers=["Shift"])  # unticks 3..4
+    ticked = [row(page, n).locator('input[name="ids"]').is_checked() for n in shown]
+    assert ticked == [True, False, True, False, False, False]
+    expect(count).to_have_text("2 selected")
+    page.page.keyboard.press("?")
+    expect(page.page.locator("#keys-dialog")).to_contain_text("select the note for a bulk action")
+    assert page.errors == []
+
+
 @pytest.mark.parametrize("width", ["desktop", "phone"])
 def test_long_tags_wrap_inside_their_cell(world, open_page, width):
     """A tag as long as a tag may be (32 characters, no break) stays inside its cell: it

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from memory_portal.memory import services
-from memory_portal.memory.models import AuditEvent, Note
+from memory_portal.memory.models import Agent, AuditEvent, Note
 
 from .conftest import HTMX, client_for, day_log_yesterday, save_fact, write_note, write_notes
 
@@ -374,6 +374,19 @@ def test_recoveries_lists_forgotten_notes_with_who_and_when(world, manager_clien
     assert recovery.pk in member_html and ">Restore<" not in member_html
     services.note_restore(actor=world.as_manager, recovery_id=recovery.pk)
     assert b"Nothing is forgotten" in manager_client.get(url).content
+
+
+def test_recoveries_name_the_agent_that_forgot_a_note(world, manager_client):
+    note = write_note(world, "Forgotten by its agent")
+    services.note_forget(actor=world.as_agent, note_id=note.pk)
+    url = reverse("dashboard:recoveries", args=[SLUG])
+    html = manager_client.get(url).content.decode()
+    agent_url = reverse("dashboard:agent", args=[SLUG, world.agent.pk])
+    assert f'<a href="{agent_url}">Runtime helper</a> <small class="muted">agent</small>' in html
+    assert f">{world.agent.pk}<" not in html  # no raw id where the name is known
+    Agent.objects.filter(pk=world.agent.pk).delete()
+    html = manager_client.get(url).content.decode()
+    assert f"…{world.agent.pk[-8:]}" in html and "agent, deleted" in html
 
 
 def test_agents_and_agent_page(world, manager_client):

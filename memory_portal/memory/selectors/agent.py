@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass
 
 from django.db import connections
-from django.db.models import Case, QuerySet, Value, When
+from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
 
 from ..access import actor_role, require_member
 from ..actors import Actor
@@ -96,7 +96,13 @@ def recoveries_for_actor(*, actor: Actor, project: Project | None = None) -> Que
     sees those of learned notes in its reach (also from earlier runs)."""
     if actor.is_person:
         require_member(actor, project)
-        return Recovery.objects.filter(project=project).select_related("note", "forgotten_by_user")
+        # Who forgot it, by name where an agent did (a deleted agent has none left).
+        forgetter = Agent.objects.filter(pk=OuterRef("forgotten_by_agent_id")).values("name")
+        return (
+            Recovery.objects.filter(project=project)
+            .select_related("note", "forgotten_by_user")
+            .annotate(forgotten_by_agent_name=Subquery(forgetter[:1]))
+        )
     run = actor.run
     if run.agent.is_reviewer:
         return Recovery.objects.none()

@@ -107,7 +107,6 @@ class Command(BaseCommand):
             if size:
                 fill_facts(project, agent, texts[-size:] if size < len(texts) else texts, size)
             self.projects[name] = agent
-        self.tokens: dict[str, list[str]] = {}
 
     def _token(self, name: str, **fields) -> str:
         _run, token = services.run_start(actor=None, agent=self.projects[name], **fields)

@@ -5,7 +5,9 @@ the project header read them instead of counting notes.
 
 A note counts once by status (`notes_active`, `notes_archived`, `notes_forgotten`), once by
 trust (`notes_learned`, `notes_reviewed`, `notes_rejected`), and in `notes_awaiting` while it is
-learned and active (awaiting a manager's review). Stored notes are the three statuses summed.
+learned and active and not a day log: exactly the review queue's first section
+(selectors.REVIEW_SECTIONS), the one number of notes awaiting review the product shows.
+Stored notes are the three statuses summed.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections import Counter
 from collections.abc import Iterable
 
 from django.db import connection
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 
-from .models import MemorySetting, Note, Status, Trust
+from .models import Kind, MemorySetting, Note, Status, Trust
 
 STATUS_FIELDS = {
     Status.ACTIVE.value: "notes_active",
@@ -30,14 +32,15 @@ TRUST_FIELDS = {
 }
 AWAITING_FIELD = "notes_awaiting"
 FIELDS = (*STATUS_FIELDS.values(), *TRUST_FIELDS.values(), AWAITING_FIELD)
-# A new note from a write, a save or a day log: learned and active.
-NEW = (Status.ACTIVE.value, Trust.LEARNED.value)
+# A new note from a write or a save: learned and active (a day log is not reviewed: its lines
+# are lifted into facts).
+NEW = (Status.ACTIVE.value, Trust.LEARNED.value, False)
 
-State = tuple[str, str]  # (status, trust)
+State = tuple[str, str, bool]  # (status, trust, is a day log)
 
 
 def _fields(state: State) -> list[str]:
-    status, trust = state
+    status, trust, _day = state
     fields = [STATUS_FIELDS[status], TRUST_FIELDS[trust]]
     if state == NEW:
         fields.append(AWAITING_FIELD)
@@ -45,12 +48,17 @@ def _fields(state: State) -> list[str]:
 
 
 def state_of(note: Note) -> State:
-    return (note.status, note.trust)
+    return (note.status, note.trust, note.kind == Kind.DAY)
+
+
+def archived_state(note: Note) -> State:
+    """`note`'s state once archived (its trust and kind kept)."""
+    return (Status.ARCHIVED.value, note.trust, note.kind == Kind.DAY)
 
 
 def moved(before: State | None, after: State | Note | None, n: int = 1) -> dict[str, int]:
-    """The counter changes of `n` notes going from `before` to `after` (a (status, trust)
-    pair, or the note as it is now); None on either side is "not stored" (an insert, a
+    """The counter changes of `n` notes going from `before` to `after` (a State, or the
+    note as it is now); None on either side is "not stored" (an insert, a
     delete). Unchanged counters are left out."""
     if isinstance(after, Note):
         after = state_of(after)
@@ -85,12 +93,13 @@ def recounted(project_id: int) -> dict[str, int]:
     rows = (
         Note.objects.filter(project_id=project_id)
         .order_by()
-        .values_list("status", "trust")
+        .annotate(is_day=Q(kind=Kind.DAY))
+        .values_list("status", "trust", "is_day")
         .annotate(n=Count("pk"))
     )
     values = dict.fromkeys(FIELDS, 0)
-    for status, trust, n in rows:
-        for field in _fields((status, trust)):
+    for status, trust, day, n in rows:
+        for field in _fields((status, trust, bool(day))):
             values[field] += n
     return values
 

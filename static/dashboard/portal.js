@@ -234,6 +234,7 @@
       el.textContent = selected
         ? selected + " selected"
         : "Select notes for a bulk action";
+      el.classList.toggle("is-empty", !selected);
     });
   }
 
@@ -446,11 +447,6 @@
   }
 
   document.addEventListener("DOMContentLoaded", refresh);
-  // A card that takes a phone's first screen starts closed there ([data-phone-closed]).
-  document.addEventListener("DOMContentLoaded", function () {
-    if (!window.matchMedia("(max-width: 760px)").matches) return;
-    document.querySelectorAll("details[data-phone-closed]").forEach(function (d) { d.open = false; });
-  });
   document.addEventListener("htmx:afterSettle", function () {
     document.querySelectorAll("[data-select-all]").forEach(function (box) { box.checked = false; });
     refresh();

@@ -4,6 +4,8 @@ approve, and screenshots of the main pages at 1280 and 390 px."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memory_portal.memory import services
@@ -154,14 +156,19 @@ def test_a_toast_never_covers_the_row_in_hand(world, open_page, width):
 
 
 def test_disable_and_enable_memory(world, open_page):
+    """The header's Memory pill leads to Settings, where the switch is; both redraw."""
     page = open_page(world.manager)
     page.goto("/p/acme-web/")
+    page.page.locator("#project-counts a.switch").click()
+    expect(page.page).to_have_url(re.compile(r"/p/acme-web/settings/#memory$"))
     page.page.get_by_role("button", name="Disable memory").click()
-    expect(page.page.locator("#setting-card")).to_contain_text("Disabled")
+    expect(page.page.locator("#memory")).to_contain_text("refused every memory call")
+    expect(page.page.locator("#project-counts .switch")).to_contain_text("Off")
     expect(toast(page)).to_contain_text("Memory disabled")
     assert not MemorySetting.objects.get(project=world.project).enabled
     page.page.get_by_role("button", name="Enable memory").click()
-    expect(page.page.locator("#setting-card")).to_contain_text("Enabled")
+    expect(page.page.locator("#memory")).to_contain_text("offered memory tools")
+    expect(page.page.locator("#project-counts .switch")).to_contain_text("On")
     assert MemorySetting.objects.get(project=world.project).enabled
     assert page.errors == []
 
@@ -169,8 +176,8 @@ def test_disable_and_enable_memory(world, open_page):
 def test_reset_with_the_typed_slug(world, open_page):
     write_notes(world, 4)
     page = open_page(world.manager)
-    page.goto("/p/acme-web/")
-    page.page.locator(".danger-zone summary").click()
+    page.goto("/p/acme-web/settings/")
+    page.page.locator("#memory .danger-zone summary").click()
     button = page.page.get_by_role("button", name="Reset memory of acme-web")
     expect(button).to_be_disabled()
     page.page.fill("#confirm-slug", "acme")
@@ -179,6 +186,8 @@ def test_reset_with_the_typed_slug(world, open_page):
     expect(button).to_be_enabled()
     button.click()
     expect(page.page.locator(".messages")).to_contain_text("deleted 4 notes")
+    expect(page.page.locator("#project-counts")).to_contain_text("0 / ")
+    page.goto("/p/acme-web/")
     expect(page.page.locator(".notes-table")).to_contain_text("No notes yet")
     assert not Note.objects.exists()
     assert page.errors == []
@@ -493,7 +502,10 @@ def test_phones_tap_select_and_never_scroll_sideways(world, open_page):
     page.goto("/p/acme-web/")
     box = row(page, notes[0]).locator('input[name="ids"]').bounding_box()
     assert box["width"] >= 24 and box["height"] >= 24
-    expect(page.page.locator(".setting-details")).not_to_have_attribute("open", "")
+    # The header folds into one row and the tabs into another: the first note is on the first
+    # screen, its top and its verbs.
+    first = page.page.locator("tr.note-row").first.bounding_box()
+    assert first["y"] + 120 <= page.page.viewport_size["height"], first
     select_all = page.page.locator(".select-page input")
     expect(select_all).to_be_visible()
     select_all.check()

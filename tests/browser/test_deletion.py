@@ -37,7 +37,7 @@ def test_an_administrator_deletes_the_project_from_the_danger_zone(world, make_u
     page = open_page(make_user("root", superuser=True), width="phone")
     page.goto("/p/acme-web/settings/")
     page.page.get_by_text("Delete project acme-web…").click()
-    page.page.get_by_label("Type acme-web to confirm").fill("acme-web")
+    page.page.get_by_label("Type acme-web to confirm", exact=True).fill("acme-web")
     page.page.get_by_role("button", name="Delete project acme-web").click()
     page.page.wait_for_url(lambda url: url.rstrip("/") == page.base_url)
     expect(page.page.locator(".messages")).to_contain_text("Deleted project acme-web")

@@ -373,7 +373,7 @@ def test_bulk_needs_a_selection_and_members_cannot_bulk_approve(world, member_cl
 def test_disable_and_enable_over_htmx(world, manager_client):
     response = post(manager_client, "memory-disable", htmx=True)
     html = response.content.decode()
-    assert html.lstrip().startswith('<section id="setting-card"') and "Enable memory" in html
+    assert html.lstrip().startswith('<section id="memory"') and "Enable memory" in html
     setting = MemorySetting.objects.get(project=world.project)
     assert not setting.enabled and setting.revocation_epoch == 1
     assert events("memory.disable").get().actor_user == world.manager
@@ -402,7 +402,7 @@ def test_reset_needs_the_typed_slug(world, manager_client, member_client):
     member = member_client.post(url, {"confirm_slug": SLUG})
     assert member.status_code == 302 and Note.objects.count() == 3
     done = manager_client.post(url, {"confirm_slug": SLUG})
-    assert done.url == "/p/acme-web/"
+    assert done.url == "/p/acme-web/settings/#memory"  # where the reset is
     assert Note.objects.count() == 0
     assert events("memory.reset").get().details["notes"] == 3
     assert MemorySetting.objects.get(project=world.project).enabled  # the switch keeps its state
@@ -553,10 +553,11 @@ def test_a_note_of_another_project_is_not_found_even_for_its_manager(
 
 
 @pytest.mark.parametrize("verb, data", [("note-veto", {}), ("note-edit", {"content": "Later"})])
-def test_the_redrawn_counters_show_the_revision_the_change_left(
+def test_the_redrawn_counters_show_the_counts_the_change_left(
     world, note, member_client, verb, data
 ):
     response = post(member_client, verb, note.pk, data=data, htmx=True)
-    revision = MemorySetting.objects.get(project=world.project).revision
+    setting = MemorySetting.objects.get(project=world.project)
     counters = response.content.decode().split('id="project-counts"', 1)[1]
-    assert f'<span class="value mono">{revision}</span>' in counters
+    assert f'<span class="value" id="awaiting-count">{setting.notes_awaiting}</span>' in counters
+    assert f"Archived {setting.notes_archived}</span>" in counters

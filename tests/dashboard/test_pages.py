@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from memory_portal.memory import services
-from memory_portal.memory.models import Agent, AuditEvent, Note
+from memory_portal.memory.models import Agent, AuditEvent, MemorySetting, Note
 
 from .conftest import HTMX, client_for, day_log_yesterday, save_fact, write_note, write_notes
 
@@ -160,10 +160,24 @@ def test_the_cap_counter_says_forgotten_notes_count_until_a_reset(world, manager
     assert "1 forgotten and 0 archived count too" in html
 
 
-def test_project_memory_shows_the_setting_card_and_the_columns(world, manager_client):
+def test_settings_hold_the_memory_switch_and_the_header_links_there(world, manager_client):
+    write_note(world, "Deploys need the VPN")
+    html = manager_client.get(reverse("dashboard:settings", args=[SLUG])).content.decode()
+    card = html[html.index('<section id="memory"') :]
+    card = card[: card.index("</section>")]
+    wanted = ["● On", "Disable memory", "Changes so far", "Switch-offs and resets", "Reset memory"]
+    for text in wanted:
+        assert text in card, text
+    notes = manager_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
+    assert "Disable memory" not in notes and "Reset memory" not in notes
+    assert f'<a class="counter switch" href="/p/{SLUG}/settings/#memory"' in notes
+    assert f'<a class="counter" href="/p/{SLUG}/review/">' in notes
+
+
+def test_project_memory_shows_the_counters_and_the_columns(world, manager_client):
     note = write_note(world, "Deploys need the VPN", tags=["deploy"], step="plan")
     html = manager_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
-    for text in ["Memory setting", "Enabled", "Epoch", "Revision", "Reset memory", "Learned 1"]:
+    for text in ["● On", "Awaiting review", "Learned 1", "Active 1"]:
         assert text in html
     for name in [
         "q",
@@ -205,9 +219,10 @@ def test_project_memory_shows_the_setting_card_and_the_columns(world, manager_cl
 
 def test_members_do_not_see_manager_controls(world, member_client):
     write_note(world, "A learned note")
+    settings = member_client.get(reverse("dashboard:settings", args=[SLUG])).content.decode()
+    assert "Only a project manager can switch or reset memory." in settings
+    assert "Disable memory" not in settings and "Reset memory" not in settings
     html = member_client.get(reverse("dashboard:project", args=[SLUG])).content.decode()
-    assert "Only a project manager can switch or reset memory." in html
-    assert "Disable memory" not in html and "Reset memory" not in html
     assert ">Approve<" not in html and ">Reject<" not in html
     assert ">Veto<" in html and 'data-panel="more">More<' in html
 
@@ -314,6 +329,7 @@ def test_review_queue_sections_and_shortcuts(world, manager_client):
 
     learned = write_notes(world, 3, prefix="Learned")
     expired = save_fact(world, "About to expire", expires_at=timezone.now() + timedelta(seconds=1))
+    services.note_approve(actor=world.as_manager, note_id=expired.pk)
     Note.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(days=1))
     old = write_note(world, "Nobody recalls this one")
     services.note_approve(actor=world.as_manager, note_id=old.pk)
@@ -541,7 +557,10 @@ def test_each_review_section_counts_what_its_see_all_link_lists(world, manager_c
     Note.objects.filter(pk__in=[old.pk, rejected.pk]).update(created_at=long_ago)
     day_log_yesterday(world, ["an old line"])
     queue = selectors.review_queue(actor=world.as_manager, project=world.project)
-    assert queue.totals["learned"] == 3 and queue.totals["not_recalled"] == 1
+    # Learned: the three, and the expired one (awaiting review still); not the day logs. The
+    # stored counter the header and the projects list show is the same number.
+    assert queue.totals["learned"] == 4 and queue.totals["not_recalled"] == 1
+    assert MemorySetting.objects.get(project=world.project).notes_awaiting == 4
     for section in selectors.REVIEW_SECTIONS:
         url = reverse("dashboard:project", args=[SLUG]) + "?" + urlencode(section.filters)
         response = manager_client.get(url)

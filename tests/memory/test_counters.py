@@ -13,21 +13,22 @@ from memory_portal.memory.actors import Actor
 from memory_portal.memory.models import MemorySetting, Note, Recovery, Status, Trust
 from memory_portal.memory.portability import project_export, project_import
 from memory_portal.memory.selectors import project_counts
+from memory_portal.memory.selectors.review import awaiting_notes
 
 from .helpers import refused
 
 
 def counted_afresh(project) -> dict:
-    """The header's counts as the dashboard counted them before the counters were stored."""
-    rows = Note.objects.filter(project=project).values("trust", "status").annotate(n=Count("id"))
+    """The header's counts as the dashboard counted them before the counters were stored;
+    awaiting review: what the review queue's first section lists."""
+    notes = Note.objects.filter(project=project)
+    rows = notes.values("trust", "status").annotate(n=Count("id"))
     by_trust = dict.fromkeys(Trust.values, 0)
     by_status = dict.fromkeys(Status.values, 0)
-    awaiting = 0
     for row in rows:
         by_trust[row["trust"]] += row["n"]
         by_status[row["status"]] += row["n"]
-        if (row["status"], row["trust"]) == (Status.ACTIVE, Trust.LEARNED):
-            awaiting = row["n"]
+    awaiting = awaiting_notes(notes).count()
     total = sum(by_status.values())
     return {"total": total, "by_trust": by_trust, "by_status": by_status, "awaiting": awaiting}
 
@@ -146,3 +147,23 @@ def test_an_idempotent_or_refused_write_leaves_the_counters(world):
     after = MemorySetting.objects.values(*counters.FIELDS).get(project=world.project)
     assert (after["notes_active"], after["notes_awaiting"]) == (1, 1)
     assert_exact(world.project)
+
+
+def test_migration_0023_counts_awaiting_without_day_logs(world):
+    """Before 0023 the stored `notes_awaiting` counted day logs, so the header said more than
+    the review queue; the migration recounts it as the queue's first section (and back)."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module(
+        "memory_portal.memory.migrations.0023_awaiting_is_the_queue"
+    )
+    services.note_write(actor=world.as_agent, kind="fact", content="Awaits a person.")
+    services.day_append(actor=world.as_agent, line="a line of today's day log")
+    setting = MemorySetting.objects.filter(project=world.project)
+    assert setting.get().notes_awaiting == 1
+    migration.recount_with_day_logs(apps, None)
+    assert setting.get().notes_awaiting == 2  # as 0022 left it
+    migration.recount(apps, None)
+    assert setting.get().notes_awaiting == 1 == awaiting_notes(world.project.notes.all()).count()

@@ -35,6 +35,7 @@ NOT_FOUND_CODES = {"not_found", "memory_not_found", "memory_recovery_not_found"}
 SHOWN_MAX = 600  # a bulk action's toast names up to five refusals
 SECTION_KEYS = [section.key for section in selectors.REVIEW_SECTIONS]
 MEMORY_PAGE = "dashboard/project_memory.html"
+SETTINGS_PAGE = "dashboard/project_settings.html"
 
 
 class LoginView(auth_views.LoginView):

@@ -16,7 +16,7 @@ from memory_portal.memory.portability import project_export as project_export_li
 
 from ..forms import ResetForm, TypedDeleteForm
 from .base import (
-    MEMORY_PAGE,
+    SETTINGS_PAGE,
     actor_of,
     done,
     next_url,
@@ -54,11 +54,10 @@ def _memory_switch(verb: str):
             return done(request, next_url(request, access), message)
         context = {
             **project_context(access, fresh=True),
-            "reset_form": ResetForm(project=access.project),
             "next": next_url(request, access),
             "agent_count": access.project.agents.count(),
         }
-        response = render(request, f"{MEMORY_PAGE}#setting_response", context)
+        response = render(request, f"{SETTINGS_PAGE}#setting_response", context)
         return toast(response, "success", message)
 
     switch.__name__ = switch.__qualname__ = f"memory_{verb}"
@@ -90,7 +89,7 @@ def memory_policy(request, access):
 
 @project_action
 def memory_reset(request, access):
-    page = reverse("dashboard:project", args=[access.project.slug])
+    page = reverse("dashboard:settings", args=[access.project.slug]) + "#memory"
     form = ResetForm(request.POST, project=access.project)
     if not form.is_valid():
         return refusal(request, to=page, why=form.errors["confirm_slug"][0])

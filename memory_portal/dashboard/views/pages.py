@@ -18,10 +18,11 @@ from memory_portal.memory.access import is_administrator
 from memory_portal.memory.recall.service import recall
 
 from ..charts import overview_charts
-from ..forms import BULK_ACTIONS, AgentForm, FactForm, ResetForm, stage_choices
+from ..forms import BULK_ACTIONS, AgentForm, FactForm, stage_choices
 from ..tables import PAGE_MAX, PER_PAGE_CHOICES, NoteTable, reads_offset
 from .base import (
     MEMORY_PAGE,
+    SETTINGS_PAGE,
     actor_of,
     note_table,
     person_view,
@@ -69,7 +70,6 @@ def project_memory(request, access):
         filter=filterset,
         table=table,
         per_page_choices=PER_PAGE_CHOICES,
-        reset_form=ResetForm(project=access.project),
         bulk_actions=BULK_ACTIONS,
         agent_count=filterset.agent_count,
         quick=_quick_filters(request),
@@ -254,8 +254,9 @@ def settings_page(request, access, *, status: int = 200, **context):
     return render_page(
         request,
         access,
-        "dashboard/project_settings.html",
+        SETTINGS_PAGE,
         tab="settings",
+        agent_count=access.project.agents.count(),
         status=status,
         applications=selectors.applications_overview(actor=actor, project=access.project),
         can_delete_project=is_administrator(actor),

@@ -19,11 +19,10 @@ from django.utils import timezone
 from ..audit_actions import AuditAction
 from ..models import Agent, AuditEvent, Note, Project, ReviewPolicy, Target, Webhook
 from ..webhooks import masked
-from .filters import NoteFilter
 from .overview import DAYS as FORECAST_DAYS
 from .overview import cap_reached_on
 from .projects import project_counts, setting_get
-from .review import REVIEW_SECTIONS, held_of
+from .review import awaiting_notes, held_of
 
 # What counts as unusual: at least SPIKE_FACTOR times the daily average of the BASELINE_DAYS
 # before, and at least SPIKE_MIN in the day (a quiet agent's 2 against 0.3 is no news).
@@ -131,8 +130,7 @@ def project_digest(*, project: Project, now: datetime | None = None) -> Digest:
     baseline = since - timedelta(days=BASELINE_DAYS)
     notes = Note.objects.filter(project=project)
 
-    awaiting_filters = REVIEW_SECTIONS[0].filters
-    pending = NoteFilter(awaiting_filters, queryset=notes, project=project, agents=()).qs
+    pending = awaiting_notes(notes)
     found = pending.aggregate(count=Count("id"), oldest=Min("created_at"))
     setting = setting_get(project=project)
     held = held_of(project).count if setting.review_policy == ReviewPolicy.HOLD else None

@@ -32,7 +32,7 @@ from ..models import (
 )
 from .filters import PEOPLE, NoteFilter
 from .projects import project_counts
-from .review import REVIEW_SECTIONS
+from .review import REVIEW_SECTIONS, awaiting_notes
 
 DAYS = 30
 TOP_READ = 5  # the notes served to the most runs, listed
@@ -180,7 +180,7 @@ def project_overview(*, actor: Actor, project: Project, now: datetime | None = N
             q &= Q(**{f"{date_filter.field_name}__{date_filter.lookup_expr}": value})
         return q
 
-    pending = NoteFilter(awaiting, queryset=notes, project=project, agents=()).qs
+    pending = awaiting_notes(notes)
     counted = pending.aggregate(
         **{f"age{i}": Count("id", filter=dated(bounds)) for i, (_l, bounds) in enumerate(ages)}
     )

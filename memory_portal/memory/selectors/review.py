@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from django.db.models import Count, JSONField, Min, OuterRef, Subquery
+from django.db.models import Count, JSONField, Min, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from ..access import require_member
@@ -152,14 +152,15 @@ class ReviewSection:
     order: tuple
 
 
-# Active notes only; learned ones as they await review (day logs go to "Yesterday's day logs"),
-# expired ones, those no run was served in 30 days (rejected ones are out of recall already), and
-# those whose evidence moved on.
+# Active notes only; learned ones as they await review, expired or not (the stored counter
+# `notes_awaiting` counts exactly these; day logs go to "Yesterday's day logs"), expired ones,
+# those no run was served in 30 days (rejected ones are out of recall already), and those whose
+# evidence moved on.
 REVIEW_SECTIONS = (
     ReviewSection(
         "learned",
         "Learned notes, oldest first",
-        {"status": "active", "trust": "learned", "expired": "false", "day_log": "false"},
+        {"status": "active", "trust": "learned", "day_log": "false"},
         ("created_at", "id"),
     ),
     ReviewSection(
@@ -184,6 +185,13 @@ REVIEW_SECTIONS = (
         ("created_at", "id"),
     ),
 )
+
+
+def awaiting_notes(notes: QuerySet[Note]) -> QuerySet[Note]:
+    """Of `notes`, those awaiting review: the review queue's first section. The stored
+    counter `notes_awaiting` (counters.py) counts the same set, for the project header, its
+    tab and the projects list; the queue, the digest and the Overview count this."""
+    return NoteFilter(REVIEW_SECTIONS[0].filters, queryset=notes, project=None, agents=()).qs
 
 
 def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQueue:

@@ -104,7 +104,7 @@ def _changed(change: ProjectChange, work: Review) -> tuple[list[AuditEvent], dic
         )
     retired = [d for d, _ in work.merges] + work.expire
     counted = counters.combined(
-        *(counters.moved(counters.state_of(n), (Status.ARCHIVED, n.trust)) for n in retired)
+        *(counters.moved(counters.state_of(n), counters.archived_state(n)) for n in retired)
     )
     return events, counted
 

@@ -175,7 +175,7 @@ def _insert_locked(
         details["supersedes"] = old.pk
     fastsql.insert_pair(note, change.event(action, note=note, details=details))
     if old is not None:
-        archived = counters.moved(counters.state_of(old), (Status.ARCHIVED, old.trust))
+        archived = counters.moved(counters.state_of(old), counters.archived_state(old))
         old.status = Status.ARCHIVED
         old.archive_reason = REASON_SUPERSEDED
         old.archived_at = now

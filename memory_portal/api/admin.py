@@ -131,9 +131,10 @@ def memory_reset(request, project_id: str):
 
 @router.patch("/projects/{project_id}/memory/{note_id}", response=responses({204: None}))
 def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
-    """Mark a note reviewed (`approved`) or `rejected`."""
+    """Mark a note reviewed (`approved`) or `rejected`, or take that back (`learned`: it awaits
+    review again)."""
     actor, project = _project(request, project_id)
-    verb = "approve" if body.state == "approved" else "reject"
+    verb = {"approved": "approve", "rejected": "reject", "learned": "unreview"}[body.state]
     services.NOTE_VERBS[verb](actor=actor, note_id=note_id, project=project)
     return Status(204, None)
 

@@ -194,7 +194,7 @@ def check_agent_gate(actor: Actor, setting: MemorySetting, *, write: bool) -> No
 
 # The verbs only a project's manager applies to a note (the services call `require_manager`
 # for each; members veto, undo, archive, unarchive and edit learned notes).
-MANAGER_VERBS = frozenset({"approve", "reject", "forget", "restore"})
+MANAGER_VERBS = frozenset({"approve", "reject", "unreview", "forget", "restore"})
 
 
 def is_replaced(note) -> bool:
@@ -229,6 +229,8 @@ def note_actions(note, *, manager: bool) -> frozenset[str]:
             verbs.add("approve")
         if note.trust != Trust.REJECTED:
             verbs.add("reject")
+        if note.trust != Trust.LEARNED:
+            verbs.add("unreview")  # an approve's or a reject's Undo
         if note.status == Status.ARCHIVED:
             # Undo (of a veto) and unarchive bring an archived note back alike.
             if not is_replaced(note):

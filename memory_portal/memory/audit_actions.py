@@ -13,6 +13,7 @@ class AuditAction(models.TextChoices):
     NOTE_EDIT = "note.edit", "note edited"
     NOTE_APPROVE = "note.approve", "note approved"
     NOTE_REJECT = "note.reject", "note rejected"
+    NOTE_UNREVIEW = "note.unreview", "review taken back (learned again)"
     NOTE_ARCHIVE = "note.archive", "note archived"
     NOTE_UNARCHIVE = "note.unarchive", "note unarchived"
     NOTE_VETO = "note.veto", "note vetoed"

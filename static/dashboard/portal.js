@@ -48,8 +48,9 @@
     close.textContent = "×";
     close.addEventListener("click", function () { el.remove(); });
     el.appendChild(close);
-    box.appendChild(el);
-    while (box.children.length > 4) box.firstElementChild.remove();
+    // One toast at a time: the newest replaces the one before (its change is on the page; an
+    // Undo still wanted is the row's own button, or the note's page).
+    box.replaceChildren(el);
     // Errors and toasts with Undo stay longer; none leaves while the pointer or the focus
     // is on it (the time to read and act is the person's).
     var wait = detail.undo || detail.link || level === "error" || level === "warning" ? 15000 : 5000;

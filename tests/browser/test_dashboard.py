@@ -9,7 +9,7 @@ import re
 import pytest
 
 from memory_portal.memory import services
-from memory_portal.memory.models import MemorySetting, Note, Trust
+from memory_portal.memory.models import AuditEvent, MemorySetting, Note, Trust
 
 from ..dashboard.conftest import day_log_yesterday, save_fact, write_note, write_notes
 from .conftest import SCREENSHOTS, SKIP_REASON, TIMEOUT_MS, axe_violations
@@ -129,6 +129,31 @@ def test_review_queue_keeps_pace(world, open_page, width):
     expect(row(page, second)).to_have_attribute("aria-current", "true")
     page.page.keyboard.press("Enter")
     expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/notes/{second.pk}/")
+    assert page.errors == []
+
+
+def test_ten_decisions_one_toast_one_count_and_undo_of_an_approve(world, open_page):
+    """The queue's count, the tab's pill and the header's counter are one number after each
+    of ten decisions; one toast shows at a time; an approve's toast undoes it."""
+    notes = write_notes(world, 12, prefix="Decided")
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/review/")
+    counts = ["#queue-learned-count", "#awaiting-pill", "#awaiting-count"]
+    page.page.keyboard.press("j")
+    for i in range(10):
+        page.page.keyboard.press("a" if i % 2 else "r")
+        for selector in counts:
+            expect(page.page.locator(selector)).to_have_text(str(11 - i))
+        expect(page.page.locator("#toasts .toast")).to_have_count(1)
+    assert MemorySetting.objects.get(project=world.project).notes_awaiting == 2
+    approved = toast(page)
+    expect(approved).to_contain_text("Approved")
+    approved.get_by_role("button", name="Undo").click()
+    expect(page.page.locator("#queue-learned-count")).to_have_text("3")  # the page drawn again
+    for selector in counts[1:]:
+        expect(page.page.locator(selector)).to_have_text("3")
+    assert Note.objects.get(pk=notes[9].pk).trust == Trust.LEARNED
+    assert AuditEvent.objects.filter(project=world.project).latest("id").action == "note.unreview"
     assert page.errors == []
 
 

@@ -12,7 +12,10 @@ from memory_portal.memory.access import allowed_actions, note_actions
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import MemorySetting, Note, Recovery
 
-VERBS = ("approve", "reject", "veto", "undo", "unarchive", "archive", "edit", "forget", "restore")
+VERBS = (
+    "approve", "reject", "unreview", "veto", "undo", "unarchive", "archive", "edit", "forget",
+    "restore",
+)  # fmt: skip
 
 
 def note_states(world) -> dict[str, Note]:

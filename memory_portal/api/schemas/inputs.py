@@ -332,7 +332,8 @@ class EnabledIn(Strict):
 
 
 class StateIn(Strict):
-    state: Literal["approved", "rejected"]
+    # `learned` takes an approval or a rejection back: the note awaits review again.
+    state: Literal["approved", "rejected", "learned"]
 
 
 class ProjectIn(Strict):

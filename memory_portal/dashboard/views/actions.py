@@ -64,6 +64,7 @@ class NoteVerb:
 NOTE_VERBS = {
     "approve": NoteVerb(lambda name, _: f"Approved {name}: agents see it as reviewed."),
     "reject": NoteVerb(lambda name, _: f"Rejected {name}: agents will not be served it."),
+    "unreview": NoteVerb(lambda name, _: f"{name} awaits review again."),
     "veto": NoteVerb(lambda name, _: f"Vetoed {name}."),
     "undo": NoteVerb(lambda name, _: f"{name} is active again."),
     "unarchive": NoteVerb(lambda name, _: f"{name} is active again."),
@@ -100,13 +101,21 @@ def _changed_note(result):
     return getattr(result, "note", result)
 
 
+# The verb that sets a trust back (the Undo of an approve, a reject or an unreview).
+TRUST_UNDO = {"learned": "unreview", "reviewed": "approve", "rejected": "reject"}
+
+
 def _undo(request, access, verb: str, note_id: str, result) -> dict | None:
-    """The toast's Undo of a veto (the note's undo) or a forget (its restore)."""
+    """The toast's Undo of every reversible decision: a veto (the note's undo), a forget (its
+    restore), an approve or a reject (the trust it had before, when it changed)."""
     slug = access.project.slug
     if verb == "veto":
         return {"url": reverse("dashboard:note-undo", args=[slug, note_id]), "label": "Undo"}
     if verb == "forget":
         return {"url": reverse("dashboard:restore", args=[slug, result.pk]), "label": "Undo"}
+    if verb in ("approve", "reject", "unreview") and result.trust_before != result.trust:
+        back = TRUST_UNDO[result.trust_before]
+        return {"url": reverse(f"dashboard:note-{back}", args=[slug, note_id]), "label": "Undo"}
     return None
 
 

@@ -45,7 +45,7 @@ from .projects import (
 from .reads import reads_prune, reads_record
 from .revert import run_revert
 from .revert_undo import run_revert_undo
-from .review import note_approve, note_reject, note_reverify
+from .review import note_approve, note_reject, note_reverify, note_unreview
 from .routines import (
     routine_delete,
     routine_execute,
@@ -86,6 +86,7 @@ from .webhooks import (
 NOTE_VERBS = {
     "approve": note_approve,
     "reject": note_reject,
+    "unreview": note_unreview,
     "veto": note_veto,
     "undo": note_undo,
     "unarchive": note_unarchive,
@@ -140,6 +141,7 @@ __all__ = [
     "memory_policy_set",
     "memory_reset",
     "note_approve",
+    "note_unreview",
     "note_archive",
     "note_edit",
     "note_forget",

@@ -1,4 +1,5 @@
-"""A person's judgement of a note: its trust (approve, reject) and its evidence re-verified."""
+"""A person's judgement of a note: its trust (approve, reject, or taken back to learned) and
+its evidence re-verified."""
 
 from __future__ import annotations
 
@@ -23,22 +24,28 @@ from ..selectors import (
 )
 from .change import note_project, project_change
 
+# What each trust a person sets is called, as the refusal of a forgotten note says it.
+TRUST_VERBS = {Trust.REVIEWED: "approve", Trust.REJECTED: "reject", Trust.LEARNED: "unreview"}
+
 
 def _set_trust(
     actor: Actor, note_id: str, project: Project | None, trust: str, action: AuditAction
 ) -> Note:
+    """Set the note's trust. The note answered carries `trust_before` (what it was: the
+    toast's Undo sets it back)."""
     project = note_project(actor, note_id, project)
     with project_change(project, actor=actor) as change:
         note = change.note(note_id)
         require_manager(actor, note.project)
+        note.trust_before = note.trust
         if note.trust == trust:
             return note
         if note.status == Status.FORGOTTEN:  # access.note_actions: restore it first
-            verb = "approved" if trust == Trust.REVIEWED else "rejected"
+            verb = TRUST_VERBS[trust]
             raise MemoryPortalError(
                 "memory_forgotten",
-                f"Note {note.pk} is forgotten; a forgotten note is not {verb}.",
-                hint=f"Restore it from Recoveries first, then {verb[:-1]} it.",
+                f"Note {note.pk} is forgotten; its trust does not change.",
+                hint=f"Restore it from Recoveries first, then {verb} it.",
             )
         details = {"from": note.trust, "to": trust}
         change.change_note(note, action, {"trust": trust}, details=details)
@@ -53,6 +60,12 @@ def note_approve(*, actor: Actor, note_id: str, project: Project | None = None) 
 def note_reject(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
     """Reject: never served to agents again in lists, search or recall."""
     return _set_trust(actor, note_id, project, Trust.REJECTED, AuditAction.NOTE_REJECT)
+
+
+def note_unreview(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
+    """Take a person's approval or rejection back: the note is learned again and awaits
+    review (the Undo of an approve or a reject). Managers only."""
+    return _set_trust(actor, note_id, project, Trust.LEARNED, AuditAction.NOTE_UNREVIEW)
 
 
 def note_reverify(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:

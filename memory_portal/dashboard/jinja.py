@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime
+from functools import lru_cache
 
 from django.template import defaultfilters
 from django.utils.html import escape
 from django.utils.timezone import template_localtime
 from jinja2 import Environment, StrictUndefined
 from markupsafe import Markup
+
+from memory_portal.memory.recall.text import terms
 
 # Django's date formats the row uses, written out: `dateformat` builds a formatter object a
 # call, several times a row. Any other format goes to Django's own filter.
@@ -40,18 +43,35 @@ def _linebreaksbr(value) -> str:
     return defaultfilters.linebreaksbr(value, autoescape=True)
 
 
-def marked(value, words) -> Markup:
-    """The text escaped, the searched `words` wrapped in <mark> (any case), line breaks as
-    <br>: the notes table's rows after a text search. Matched on the text itself, then each
-    piece escaped, so a word never matches inside an escaped character."""
+_WORD = re.compile(r"[^\W_]+")
+
+
+@lru_cache(maxsize=8192)
+def _word_terms(word: str) -> frozenset[str]:
+    return frozenset(terms(word))
+
+
+def searched_terms(query: str) -> frozenset[str]:
+    """What a text search matches words on: the query's terms as the ranker reads them
+    (recall's `terms`: stemmed, synonyms folded, stop words left out)."""
+    return frozenset(terms(query))
+
+
+def marked(value, searched: frozenset[str]) -> Markup:
+    """The text escaped, each of its words the search matched (`searched_terms`: "previews"
+    for "preview", never "do" inside "docs") wrapped in <mark>, line breaks as <br>: the
+    notes table's rows after a text search. Matched on the text itself, then each piece
+    escaped, so a word never matches inside an escaped character."""
     text = str(value).replace("\r\n", "\n")
-    if words:
-        pattern = "|".join(re.escape(str(w)) for w in sorted(words, key=len, reverse=True))
-        pieces = re.split(f"({pattern})", text, flags=re.IGNORECASE)
-        html = "".join(
-            f"<mark>{escape(piece)}</mark>" if i % 2 else str(escape(piece))
-            for i, piece in enumerate(pieces)
-        )
+    if searched:
+        pieces, last = [], 0
+        for word in _WORD.finditer(text):
+            if _word_terms(word.group()) & searched:
+                pieces.append(escape(text[last : word.start()]))
+                pieces.append(f"<mark>{escape(word.group())}</mark>")
+                last = word.end()
+        pieces.append(escape(text[last:]))
+        html = "".join(str(piece) for piece in pieces)
     else:
         html = str(escape(text))
     return Markup(html.replace("\n", "<br>"))

@@ -5,6 +5,7 @@ approve, and screenshots of the main pages at 1280 and 390 px."""
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -380,11 +381,39 @@ def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatc
                 page.page.locator("tr.note-row").first.screenshot(
                     path=str(page_screenshot_path(f"{name}-{px}-row"))
                 )
+        if width == "desktop":
+            search_by_meaning(page)
         login = open_page(None, width)
         login.goto("/login/")
         login.screenshot(f"login-{login.page.viewport_size['width']}")
         assert not axe_violations(login.page)
         assert page.errors == [] and login.errors == []
+
+
+# Three ways a manager asked for the demo's note on preview environments, none in its words.
+PARAPHRASES = [
+    "how long do preview environments live",
+    "preview env deleted after three days idle",
+    "when do staging previews get cleaned up",
+]
+
+
+def search_by_meaning(page) -> None:
+    """Typed into the notes table's search box as a person types (the table follows after a
+    pause, no button pressed), each paraphrase puts a note on preview environments' 72 hours
+    first; the URL keeps the search."""
+    targets = Note.objects.filter(
+        project__slug=SLUG, content__contains="deleted after 72 hours without a push"
+    ).values_list("pk", flat=True)
+    first = re.compile("^note-(" + "|".join(targets) + ")$")
+    page.goto("/p/acme-web/")
+    box = page.page.locator("#id_q")
+    for query in PARAPHRASES:
+        box.fill("")
+        box.press_sequentially(query, delay=15)
+        page.page.wait_for_url(lambda url, q=query: parse_qs(urlparse(url).query).get("q") == [q])
+        expect(page.page.locator("tr.note-row").first).to_have_attribute("id", first)
+    page.screenshot("search-by-meaning-1280")
 
 
 def test_review_queue_lifts_a_day_line(world, open_page):

@@ -18,6 +18,7 @@ from django.utils import timezone
 from memory_portal.dashboard.jinja import date_filter
 from memory_portal.dashboard.tables import NoteTable
 from memory_portal.memory import services
+from memory_portal.memory.models import Note
 
 from .conftest import client_for, save_fact, write_note
 
@@ -233,7 +234,7 @@ def test_a_rows_cells_are_the_tables_columns(states, manager_client):
 
 
 def test_a_text_search_answers_by_relevance_with_the_words_marked(world, manager_client):
-    from memory_portal.dashboard.jinja import marked
+    from memory_portal.dashboard.jinja import marked, searched_terms
 
     apart = write_note(world, "The cache of staging is warm; its deploy is slow")
     phrase = write_note(world, "Deploy the cache before noon")
@@ -244,12 +245,43 @@ def test_a_text_search_answers_by_relevance_with_the_words_marked(world, manager
     html = manager_client.get(f"/p/{SLUG}/?q=deploy+the+cache").content.decode()
     order = [m for m in re.findall(r'<tr id="note-(mem_\w+)"', html)]
     assert order == [summary.pk, phrase.pk, apart.pk]
-    assert "<mark>Deploy</mark> <mark>the</mark> <mark>cache</mark> before noon" in html
+    # The words the ranker matched: "the" is no term; "deploys" is "deploy"'s.
+    assert "<mark>Deploy</mark> the <mark>cache</mark> before noon" in html
     # A sorted column keeps its sort; the marks stay.
     sorted_html = manager_client.get(f"/p/{SLUG}/?q=cache&sort=created").content.decode()
     assert re.findall(r'<tr id="note-(mem_\w+)"', sorted_html)[0] == apart.pk
     # Matched on the text, escaped after: no mark inside an escaped character.
-    assert str(marked("a & b's <amp>", ["amp"])) == "a &amp; b&#x27;s &lt;<mark>amp</mark>&gt;"
+    amp = searched_terms("amp")
+    assert str(marked("a & b's <amp>", amp)) == "a &amp; b&#x27;s &lt;<mark>amp</mark>&gt;"
+    assert str(marked("Deploys go to docs", searched_terms("do deploy"))) == (
+        "<mark>Deploys</mark> go to docs"
+    )
+
+
+def test_the_search_box_finds_by_meaning_with_the_filters_applying(
+    world, manager_client, stored_vectors
+):
+    """The notes table's search ranks by the scorer recall uses (selectors.ranked_by_query):
+    a note that shares no word with the question is found by its meaning; the other filters
+    narrow what it ranks. (The demo's paraphrases: tests/browser, typed as a person would.)"""
+    target = write_note(world, "Preview environments are deleted after 72 hours without a push")
+    write_note(world, "Staging deploys take about eight minutes end to end")
+    write_note(world, "The invoice PDF is rendered by the billing worker")
+    query = "ephemeral review apps get removed when idle for three days"
+    html = manager_client.get(f"/p/{SLUG}/", {"q": query}).content.decode()
+    assert re.findall(r'<tr id="note-(mem_\w+)"', html)[0] == target.pk
+    services.note_approve(actor=world.as_manager, note_id=target.pk)
+    learned = manager_client.get(f"/p/{SLUG}/", {"q": query, "trust": "learned"})
+    assert target.pk not in learned.content.decode()
+    reviewed = manager_client.get(f"/p/{SLUG}/", {"q": query, "trust": "reviewed"})
+    assert re.findall(r'<tr id="note-(mem_\w+)"', reviewed.content.decode()) == [target.pk]
+
+
+def test_a_note_without_a_vector_is_found_by_its_words(world, manager_client):
+    note = write_note(world, "The nightly export lands in the reports bucket")
+    Note.objects.filter(pk=note.pk).update(embedding=None, embedding_model="")
+    html = manager_client.get(f"/p/{SLUG}/", {"q": "nightly export"}).content.decode()
+    assert re.findall(r'<tr id="note-(mem_\w+)"', html) == [note.pk]
 
 
 def test_a_rows_panel_is_loaded_when_opened(world, states, manager_client, member_client):

@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 from memory_portal.memory import selectors
 from memory_portal.memory.access import note_actions
 
+from ..jinja import searched_terms
 from ..tables import NoteTable
 from .fast_url import PlainReverser
 
@@ -22,10 +23,10 @@ register = template.Library()
 _COLUMNS = NoteTable.row_columns()
 
 
-def _searched(filterset) -> list[str]:
-    """The words of the table's text search (NoteFilter `q`), to mark in each row."""
+def _searched(filterset) -> frozenset[str]:
+    """The terms of the table's text search (NoteFilter `q`), to mark in each row."""
     data = getattr(filterset, "data", None) or {}
-    return [w for w in str(data.get("q", "")).split() if len(w) > 1][:10]
+    return searched_terms(str(data.get("q", ""))[:500])
 
 
 def _held_marker(context, notes):

@@ -12,7 +12,7 @@ from datetime import datetime, time, timedelta
 
 import django_filters
 from django import forms
-from django.db.models import Case, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
 from ..audit_actions import AuditAction
@@ -33,6 +33,7 @@ from ..models import (
     not_read_q,
     vetoed_q,
 )
+from .search import ranked_by_query
 
 YES_NO = [("true", "Yes"), ("false", "No")]
 PEOPLE = "people"  # `created_by=people`: the notes people wrote
@@ -66,7 +67,11 @@ class _ListedChoiceFilter(django_filters.ModelChoiceFilter):
 
 
 class NoteFilter(django_filters.FilterSet):
-    q = django_filters.CharFilter(label="Text", method="filter_text")
+    q = django_filters.CharFilter(
+        label="Text",
+        method="filter_text",
+        widget=forms.TextInput(attrs={"type": "search", "autocomplete": "off"}),
+    )
     trust = django_filters.ChoiceFilter(choices=Trust.choices, empty_label="Any trust")
     status = django_filters.ChoiceFilter(choices=Status.choices, empty_label="Any status")
     kind = django_filters.ChoiceFilter(choices=Kind.choices, empty_label="Any kind")
@@ -129,6 +134,7 @@ class NoteFilter(django_filters.FilterSet):
         the project's agents when the caller has them; else they are read only if the agent
         filter is given a value or its form field drawn."""
         super().__init__(data, queryset, **kwargs)
+        self.project = project
         self.filters["application"].queryset = Application.objects.filter(
             project=project
         ).select_related("project")
@@ -153,23 +159,26 @@ class NoteFilter(django_filters.FilterSet):
             return 0
         return sum(1 for name in self.filters if self.data.get(name))
 
+    def filter_queryset(self, queryset):
+        """Every other filter first, then the text: the search ranks what the filters kept
+        (ranking first would cut its list before a filter narrowed it)."""
+        values = dict(self.form.cleaned_data)
+        text = values.pop("q", "")
+        for name, value in values.items():
+            queryset = self.filters[name].filter(queryset, value)
+        return self.filters["q"].filter(queryset, text)
+
     def filter_text(self, queryset, name, value):
-        """Every word, in the text or the summary (or the note's id); ordered by relevance —
-        the whole phrase in the summary, then in the text, then the words apart — newest
-        first within each (a table sorted by a column keeps that sort)."""
+        """Words and meaning, by the one ranker (search.ranked_by_query: the hybrid score
+        recall uses; words alone with meaning off), best first; a note's id finds the note.
+        A table sorted by a column keeps that sort."""
         value = value.strip()
         if not value:
             return queryset
-        for word in value.split():
-            queryset = queryset.filter(
-                Q(content__icontains=word) | Q(summary__icontains=word) | Q(id__iexact=word)
-            )
-        relevance = Case(
-            When(summary__icontains=value, then=Value(3)),
-            When(content__icontains=value, then=Value(2)),
-            default=Value(1),
-        )
-        return queryset.alias(relevance=relevance).order_by("-relevance", "-created_at", "-id")
+        ids = [word for word in value.split() if is_public_id(word, "mem")]
+        if ids:
+            return queryset.filter(id__in=ids)
+        return ranked_by_query(queryset, value, project=self.project)
 
     def filter_agent(self, queryset, name, value):
         if not value:

@@ -58,10 +58,20 @@ def notes_search(
         qs = qs.filter(day=day)
     if tag:
         qs = qs.tagged(tag)
+    project = project or (actor.run.project if actor.is_agent else None)
+    return ranked_by_query(qs, query, project=project, actor=actor)
+
+
+def ranked_by_query(
+    qs: QuerySet[Note], query: str, *, project: Project | None, actor: Actor | None = None
+) -> QuerySet[Note]:
+    """The one ranker of a text query over notes: the agents' `memory_search`, v1's and the
+    admin API's `q`, and the dashboard's search box. With meaning on (and no operator in the
+    query), the notes the words match and those close in meaning, by the hybrid score recall
+    uses; otherwise the words' full-text matches, best first."""
     text_qs = _full_text(qs, query)
     if not embedding_settings()["enabled"] or _uses_operators(query):
         return text_qs
-    project = project or (actor.run.project if actor.is_agent else None)
     return _hybrid_ranked(qs, text_qs, query, project=project, actor=actor)
 
 
@@ -77,7 +87,7 @@ SEARCH_RESULTS = 200  # a hybrid search ranks at most this many notes
 
 
 def _hybrid_ranked(
-    qs: QuerySet[Note], text_qs: QuerySet[Note], query: str, *, project, actor: Actor
+    qs: QuerySet[Note], text_qs: QuerySet[Note], query: str, *, project, actor: Actor | None
 ) -> QuerySet[Note]:
     """The full-text matches and the meaning matches of `qs`, ranked by the hybrid score
     (lexical and semantic, the recall scorer; notes without a stored vector by words alone),
@@ -110,12 +120,14 @@ def _hybrid_ranked(
     return qs.filter(pk__in=ranked).order_by(_place_in(ranked).asc())
 
 
-def _candidates(newest: QuerySet[Note], ids: tuple, project: Project | None, actor: Actor) -> Facts:
+def _candidates(
+    newest: QuerySet[Note], ids: tuple, project: Project | None, actor: Actor | None
+) -> Facts:
     """The rows of the notes `ids` (read by `newest`), through the cache at the project's
     current revision (as the token check read it, or read now)."""
     if project is None:
         return Facts(TextRow.of(newest.filter(pk__in=ids)))
-    setting = request_setting(actor, project) or setting_get(project=project)
+    setting = (request_setting(actor, project) if actor else None) or setting_get(project=project)
     return fact_cache.facts(project, setting.revision, newest, ids=ids)
 
 

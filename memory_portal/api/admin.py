@@ -18,7 +18,7 @@ from memory_portal.memory.validation import SLUG_MAX, SLUG_PATTERN
 from . import schemas as s
 from .auth import person
 from .schemas import responses
-from .schemas.filters import NoteQuery, filter_data
+from .schemas.filters import NoteQuery, RunQuery, filter_data
 
 router = Router(tags=["admin"])
 
@@ -353,6 +353,25 @@ def key_revoke(request, project_id: str, agent_id: str, key_id: str):
     key = selectors.agent_key_get(actor=actor, agent=agent, key_id=key_id)
     services.key_revoke(actor=actor, key=key)
     return Status(204, None)
+
+
+@router.get("/projects/{project_id}/runs", response=responses({200: s.RunListOut}))
+def run_list(
+    request, project_id: str, filters: Query[RunQuery], page: Query[PageQuery]
+):
+    """The project's runs, newest first, by the Runs tab's filters: `agent` (an `agt_` id),
+    `status`, `task_key` (any case), `started_from` / `started_to` (dates)."""
+    actor, project = _project(request, project_id)
+    runs = selectors.runs_for_project(actor=actor, project=project)
+    qs = selectors.RunFilter(filter_data(filters), queryset=runs, project=project).checked_qs()
+    rows = list(qs[page.offset : page.offset + page.limit + 1])
+    more = len(rows) > page.limit
+    return {
+        "runs": rows[: page.limit],
+        "limit": page.limit,
+        "offset": page.offset,
+        "nextOffset": page.offset + page.limit if more else None,
+    }
 
 
 @router.post("/projects/{project_id}/runs", response=responses({201: s.RunOut}))

@@ -297,3 +297,36 @@ def test_the_openapi_schema_describes_the_task(client):
     assert task_in["required"] == ["title"]
     assert task_in["properties"]["title"]["maxLength"] == 2000
     assert "2,000 characters together" in task_in["description"]
+
+
+def test_runs_are_listed_with_the_runs_tabs_filters(api, tokens, world):
+    """`GET …/runs`: newest first, paged, filtered by the dashboard's RunFilter under the same
+    names; a value outside a filter's choices is a 400 naming it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    services.run_update(actor=None, run=world.run2, status="failed")
+    old = services.run_create(actor=None, agent=world.agent, task_key="pin-7")
+    Run.objects.filter(pk=old.pk).update(started_at=timezone.now() - timedelta(days=10))
+
+    def ids(query: str = "") -> list[str]:
+        body = api.get(f"{BASE}/runs?limit=100&{query}", tokens.member).json()
+        return [run["id"] for run in body["runs"]]
+
+    every = ids()
+    assert len(every) == 5 and every[-1] == old.pk  # newest first
+    assert set(ids(f"agent={world.agent.pk}")) == {world.run.pk, old.pk}
+    assert ids("status=failed") == [world.run2.pk]
+    assert ids("task_key=PIN-7") == [old.pk]  # any case
+    ten_days_ago = (timezone.localdate() - timedelta(days=10)).isoformat()
+    assert ids(f"started_to={ten_days_ago}") == [old.pk]
+    assert old.pk not in ids(f"started_from={timezone.localdate().isoformat()}")
+    page = api.get(f"{BASE}/runs?limit=2", tokens.member).json()
+    assert len(page["runs"]) == 2 and page["nextOffset"] == 2
+    row = api.get(f"{BASE}/runs?status=failed", tokens.member).json()["runs"][0]
+    assert row["agentId"] == world.agent2.pk and row["taskKey"] == "PIN-43"
+    assert row["finishedAt"] is not None and row["parentRunId"] is None
+    bad = api.get(f"{BASE}/runs?status=lost", tokens.member)
+    assert (bad.status_code, error_code(bad)) == (400, "memory_invalid")
+    assert api.get(f"{BASE}/runs", tokens.outsider).status_code == 404

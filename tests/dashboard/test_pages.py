@@ -7,6 +7,7 @@ import re
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from memory_portal.memory import services
 from memory_portal.memory.models import Agent, AuditEvent, MemorySetting, Note
@@ -436,6 +437,29 @@ def test_runs_and_run_page(world, manager_client, member_client):
     assert "Delete run" in page
     member_page = member_client.get(reverse("dashboard:run", args=[SLUG, world.run.pk])).content
     assert b"Delete run" not in member_page
+
+
+def test_the_runs_tab_filters_and_an_agents_page_lists_its_runs(world, member_client):
+    services.run_update(actor=None, run=world.run2, status="failed")
+    runs = reverse("dashboard:runs", args=[SLUG])
+
+    def listed(**query) -> set[str]:
+        html = member_client.get(runs, query).content.decode()
+        return set(re.findall(r'href="/p/acme-web/runs/(run_\w+)/"', html))
+
+    assert listed(agent=world.agent2.pk) == {world.run2.pk}
+    assert listed(status="failed") == {world.run2.pk}
+    assert listed(task_key="pin-42") == {world.run.pk}
+    assert world.run.pk in listed(started_from=timezone.localdate().isoformat())
+    assert listed(started_to="2020-01-01") == set()
+    none = member_client.get(runs, {"task_key": "X"}).content.decode()
+    assert "No run matches these filters" in none
+    bad = member_client.get(runs, {"status": "lost"}).content.decode()
+    assert "Select a valid choice" in bad
+    agent = member_client.get(reverse("dashboard:agent", args=[SLUG, world.agent2.pk]))
+    html = agent.content.decode()
+    assert f'href="/p/{SLUG}/runs/?agent={world.agent2.pk}">All runs of Design agent</a>' in html
+    assert f'href="/p/{SLUG}/runs/{world.run2.pk}/"' in html and world.run.pk not in html
 
 
 def test_run_page_shows_the_step_and_that_a_finished_runs_token_is_revoked(

@@ -12,7 +12,7 @@ import django_filters
 from ninja import Schema
 from pydantic import Field, create_model
 
-from memory_portal.memory.selectors import NoteFilter
+from memory_portal.memory.selectors import NoteFilter, RunFilter
 
 from .inputs import QueryDate
 
@@ -42,6 +42,7 @@ def filter_query(filterset: type[django_filters.FilterSet], name: str) -> type[S
 
 
 NoteQuery = filter_query(NoteFilter, "NoteQuery")
+RunQuery = filter_query(RunFilter, "RunQuery")
 
 
 def filter_data(query: Schema) -> dict[str, str]:

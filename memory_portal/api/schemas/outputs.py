@@ -272,6 +272,26 @@ class RunOut(Schema):
     scopes: list[str]
 
 
+class RunRowOut(Shape):
+    id: str
+    agentId: str = Field(alias="agent_id")
+    parentRunId: str | None = Field(alias="parent_id")
+    topLevelRunId: str = Field(alias="top_level_run_id")
+    status: str
+    taskKey: Blank = Field(alias="task_key")
+    step: Blank = Field(alias="current_step")
+    toolCalls: int = Field(alias="tool_calls")
+    startedAt: datetime = Field(alias="started_at")
+    finishedAt: datetime | None = Field(alias="finished_at")
+
+
+class RunListOut(Schema):
+    runs: list[RunRowOut]
+    limit: int
+    offset: int
+    nextOffset: int | None
+
+
 class KeyOut(Schema):
     """A new agent key: `key` is its secret, shown this once and never again."""
 

@@ -39,10 +39,16 @@ from .base import (
 
 @project_page
 def runs(request, access):
-    """The project's runs, newest first; `?read=<note id>` (repeated): only the runs served
-    those notes in the last 30 days, the blast radius a veto's toast links to."""
+    """The project's runs, newest first, filtered by agent, status, task key and start date
+    (RunFilter, the admin API's list's filters); `?read=<note id>` (repeated): only the runs
+    served those notes in the last 30 days, the blast radius a veto's toast links to."""
     read = note_ids_of(request, "read") if "read" in request.GET else None
     rows = selectors.runs_for_project(actor=actor_of(request), project=access.project, read=read)
+    agents = list(access.project.agents.order_by("name"))
+    filterset = selectors.RunFilter(
+        request.GET, queryset=rows, project=access.project, agents=agents
+    )
+    rows = filterset.qs
     by_count = "notes_written" in request.GET.get("sort", "")
     if by_count:  # sorting by it needs every run's count; otherwise the page counts its own
         rows = rows.annotate(notes_written=Count("notes"))
@@ -50,7 +56,7 @@ def runs(request, access):
     if not by_count:
         selectors.runs_notes_written([row.record for row in table.page.object_list])
     return render_page(
-        request, access, "dashboard/runs.html", tab="runs", table=table, read=read
+        request, access, "dashboard/runs.html", tab="runs", table=table, read=read, filter=filterset
     )
 
 

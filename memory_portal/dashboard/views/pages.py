@@ -162,11 +162,16 @@ def agents(request, access):
     )
 
 
+AGENT_RUNS = 5  # an agent's page lists its latest runs; the Runs tab, filtered, has them all
+
+
 def agent_page(request, access, agent, *, fact_form=None, status=200, preview=None):
-    """An agent's page: its notes table, day log, daily review, recall preview and fact form."""
+    """An agent's page: its latest runs, its notes table, day log, daily review, recall preview
+    and fact form."""
     actor = actor_of(request)
     queryset = selectors.notes_table_ids(actor=actor, project=access.project)
     filterset, table = note_table(request, access, queryset, fixed={"agent": agent.pk})
+    runs = selectors.runs_for_project(actor=actor, project=access.project).filter(agent=agent)
     return render_page(
         request,
         access,
@@ -183,6 +188,10 @@ def agent_page(request, access, agent, *, fact_form=None, status=200, preview=No
         preview=preview,
         fact_form=fact_form or FactForm(),
         bulk_actions=BULK_ACTIONS,
+        runs={
+            "latest": selectors.runs_notes_written(list(runs[:AGENT_RUNS])),
+            "total": runs.count(),
+        },
         keys=list(selectors.agent_keys(actor=actor, agent=agent)) if access.is_manager else [],
         stages=stage_choices(pick=False),
     )

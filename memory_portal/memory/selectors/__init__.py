@@ -26,7 +26,7 @@ from .agent import (
     scratchpad_items,
 )
 from .digest import Digest, project_digest
-from .filters import KNOWN_ACTIONS, AuditFilter, NoteFilter
+from .filters import KNOWN_ACTIONS, AuditFilter, NoteFilter, RunFilter
 from .notes import (
     NoteDetail,
     note_detail,
@@ -119,6 +119,7 @@ __all__ = [
     "AuditFilter",
     "KNOWN_ACTIONS",
     "NoteFilter",
+    "RunFilter",
     "REVIEW_SECTIONS",
     "ReviewSection",
     "DAY_STAMP_LENGTH",

@@ -25,6 +25,8 @@ from ..models import (
     Kind,
     Note,
     Project,
+    Run,
+    RunStatus,
     Scope,
     Status,
     Target,
@@ -66,7 +68,44 @@ class _ListedChoiceFilter(django_filters.ModelChoiceFilter):
     field_class = _ListedChoiceField
 
 
-class NoteFilter(django_filters.FilterSet):
+def _day_start(day) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
+
+
+def from_day(queryset, field: str, day):
+    """Rows whose `field` is on `day` or later, as a timestamp range the column's index
+    serves (no cast of the column)."""
+    return queryset.filter(**{f"{field}__gte": _day_start(day)}) if day else queryset
+
+
+def to_day(queryset, field: str, day):
+    """Rows whose `field` is on `day` or earlier (an index range, as `from_day`)."""
+    if not day:
+        return queryset
+    return queryset.filter(**{f"{field}__lt": _day_start(day + timedelta(days=1))})
+
+
+class ListFilter(django_filters.FilterSet):
+    """What the lists' FilterSets share: the API's check and the dashboard's count."""
+
+    def checked_qs(self):
+        """The filtered rows, or `memory_invalid` naming the first filter whose value is
+        refused (the API's lists; the dashboard shows the form's errors instead)."""
+        if not self.is_valid():
+            name, errors = next(iter(self.errors.items()))
+            raise MemoryPortalError(
+                "memory_invalid", f"{name}: {errors[0]}", field=name, hint="Fix the named filter."
+            )
+        return self.qs
+
+    @property
+    def active_count(self) -> int:
+        if not self.is_bound:
+            return 0
+        return sum(1 for name in self.filters if self.data.get(name))
+
+
+class NoteFilter(ListFilter):
     q = django_filters.CharFilter(
         label="Text",
         method="filter_text",
@@ -142,22 +181,6 @@ class NoteFilter(django_filters.FilterSet):
             agents = Agent.objects.filter(project=project) if project else Agent.objects.none()
         # A callable: Django's ChoiceField reads it on first use, not here.
         self.filters["agent"].extra["choices"] = lambda: [(a.pk, a.name) for a in agents]
-
-    def checked_qs(self):
-        """The filtered notes, or `memory_invalid` naming the first filter whose value is
-        refused (the API's lists; the dashboard shows the form's errors instead)."""
-        if not self.is_valid():
-            name, errors = next(iter(self.errors.items()))
-            raise MemoryPortalError(
-                "memory_invalid", f"{name}: {errors[0]}", field=name, hint="Fix the named filter."
-            )
-        return self.qs
-
-    @property
-    def active_count(self) -> int:
-        if not self.is_bound:
-            return 0
-        return sum(1 for name in self.filters if self.data.get(name))
 
     def filter_queryset(self, queryset):
         """Every other filter first, then the text: the search ranks what the filters kept
@@ -249,6 +272,43 @@ class NoteFilter(django_filters.FilterSet):
         return queryset if flag is None else queryset.filter(evidence_stale=flag)
 
 
+class RunFilter(ListFilter):
+    """A project's runs (the dashboard's Runs tab and the admin API's list of runs): by agent,
+    status, task key and the day it started. Every filter is a column of the run's table."""
+
+    agent = django_filters.ChoiceFilter(
+        label="Agent", choices=(), field_name="agent_id", empty_label="Any agent"
+    )
+    status = django_filters.ChoiceFilter(choices=RunStatus.choices, empty_label="Any status")
+    task_key = django_filters.CharFilter(
+        label="Task key", field_name="task_key", lookup_expr="iexact"
+    )
+    started_from = django_filters.DateFilter(
+        label="Started from", method="filter_from", widget=DATE_INPUT
+    )
+    started_to = django_filters.DateFilter(
+        label="Started to", method="filter_to", widget=DATE_INPUT
+    )
+
+    class Meta:
+        model = Run
+        fields: list[str] = []
+
+    def __init__(self, data=None, queryset=None, *, project: Project, agents=None, **kwargs):
+        """`agents`: the project's agents when the caller has them (the dropdown's choices);
+        else read when the agent filter is given a value or its field drawn."""
+        super().__init__(data, queryset, **kwargs)
+        if agents is None:
+            agents = Agent.objects.filter(project=project).order_by("name")
+        self.filters["agent"].extra["choices"] = lambda: [(a.pk, a.name) for a in agents]
+
+    def filter_from(self, queryset, name, value):
+        return from_day(queryset, "started_at", value)
+
+    def filter_to(self, queryset, name, value):
+        return to_day(queryset, "started_at", value)
+
+
 # The audit filter offers every action the services record as a suggestion.
 KNOWN_ACTIONS = AuditAction.values
 
@@ -298,14 +358,8 @@ class AuditFilter(django_filters.FilterSet):
             return queryset.filter(actor_run_id=value)
         return queryset.filter(actor_label=value)
 
-    @staticmethod
-    def _day_start(day):
-        return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
-
     def filter_from(self, queryset, name, value):
-        return queryset.filter(created_at__gte=self._day_start(value)) if value else queryset
+        return from_day(queryset, "created_at", value)
 
     def filter_to(self, queryset, name, value):
-        if not value:
-            return queryset
-        return queryset.filter(created_at__lt=self._day_start(value + timedelta(days=1)))
+        return to_day(queryset, "created_at", value)

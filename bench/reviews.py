@@ -18,7 +18,6 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection, transaction
-from django.db.models import Count
 from django_tasks_db.models import DBTaskResult
 
 from bench.recall_eval import load_dataset
@@ -319,16 +318,7 @@ def check(world: World) -> str:
 def counters_mismatched(project_ids: list[int]) -> list[int]:
     """The projects whose stored counters differ from a fresh count of their notes (one grouped
     query for all, the same sums as counters.recounted)."""
-    fresh = {pk: dict.fromkeys(counters.FIELDS, 0) for pk in project_ids}
-    rows = (
-        Note.objects.filter(project_id__in=project_ids)
-        .order_by()
-        .values_list("project_id", "status", "trust")
-        .annotate(n=Count("pk"))
-    )
-    for project_id, status, trust, n in rows:
-        for name, d in counters.moved(None, (status, trust), n).items():
-            fresh[project_id][name] += d
+    fresh = counters.recounted_many(project_ids)
     stored = MemorySetting.objects.filter(project_id__in=project_ids).values(
         "project_id", *counters.FIELDS
     )

@@ -271,7 +271,7 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
             created_at=at,
         )
     days_used: set[tuple[str, object]] = set()
-    states: list[tuple[str, str]] = []
+    states: list[counters.State] = []
     for n in range(size):
         run_id, agent_id, stage, at = run_rows[min(n // NOTES_PER_RUN, n_runs - 1)]
         at = at + timedelta(seconds=n % NOTES_PER_RUN)
@@ -294,7 +294,7 @@ def _load_project(index: int, size: int, repo: m.Repository, rng: random.Random)
             place_key = _sha(f"{kind}|{scope}|{index}|{n}|{content}")
         archived = status == "archived"
         vetoed = archived and n % 3 == 0
-        states.append((status, trust))
+        states.append((status, trust, kind == "day"))
         notes.add(
             id=note_id,
             project_id=project.id,

@@ -90,17 +90,22 @@ def tally(states: Iterable[State]) -> dict[str, int]:
 def recounted(project_id: int) -> dict[str, int]:
     """Every counter, counted afresh from the project's notes (one grouped query; a project
     stores at most its cap). Under the lock, the exact values to store."""
+    return recounted_many([project_id])[project_id]
+
+
+def recounted_many(project_ids: list[int]) -> dict[int, dict[str, int]]:
+    """`recounted` of each project, in one grouped query for them all."""
     rows = (
-        Note.objects.filter(project_id=project_id)
+        Note.objects.filter(project_id__in=project_ids)
         .order_by()
         .annotate(is_day=Q(kind=Kind.DAY))
-        .values_list("status", "trust", "is_day")
+        .values_list("project_id", "status", "trust", "is_day")
         .annotate(n=Count("pk"))
     )
-    values = dict.fromkeys(FIELDS, 0)
-    for status, trust, day, n in rows:
+    values = {pk: dict.fromkeys(FIELDS, 0) for pk in project_ids}
+    for project_id, status, trust, day, n in rows:
         for field in _fields((status, trust, bool(day))):
-            values[field] += n
+            values[project_id][field] += n
     return values
 
 

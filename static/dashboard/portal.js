@@ -187,7 +187,7 @@
     } else if (key === "Enter" && current >= 0 && onPage(event.target)) {
       var link = shortcutRows()[current] && shortcutRows()[current].querySelector("td.c-id a");
       if (link) {
-        window.location.href = link.href;
+        window.location.href = withOrigin(link.getAttribute("href"));
         event.preventDefault();
       }
     } else if (key === "x") {
@@ -214,6 +214,41 @@
       } else {
         toast({ level: "info", message: "That action is not offered for this note." });
       }
+      event.preventDefault();
+    }
+  });
+
+  // A note opened from a list knows the list (`from`: its path and query): its page steps to
+  // the list's previous and next notes. Set as the link is pressed, so a new tab has it too.
+  function withOrigin(href) {
+    var url = new URL(href, window.location.href);
+    url.searchParams.set("from", window.location.pathname + window.location.search);
+    return url.pathname + url.search + url.hash;
+  }
+  function markOrigin(event) {
+    var link = event.target.closest && event.target.closest("[data-shortcuts] td.c-id a");
+    if (link) link.setAttribute("href", withOrigin(link.getAttribute("href")));
+  }
+  document.addEventListener("mousedown", markOrigin, true);
+  document.addEventListener("click", markOrigin, true);
+
+  // On a note page opened from a list: j / k step to the next / previous note, a / r / v
+  // decide (the page then shows the next note), ? lists the keys.
+  document.addEventListener("keydown", function (event) {
+    var steps = document.querySelector("[data-note-steps]");
+    if (!steps || event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
+    var target = null;
+    if (event.key === "j") target = steps.querySelector('a[rel="next"]');
+    else if (event.key === "k") target = steps.querySelector('a[rel="prev"]');
+    else if (event.key === "a" || event.key === "r" || event.key === "v") {
+      target = steps.querySelector('.actions button[aria-keyshortcuts="' + event.key + '"]');
+    } else if (event.key === "?") {
+      keysDialog();
+      event.preventDefault();
+      return;
+    }
+    if (target) {
+      target.click();
       event.preventDefault();
     }
   });

@@ -390,6 +390,30 @@ def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatc
         assert page.errors == [] and login.errors == []
 
 
+def test_a_note_opened_from_the_queue_steps_and_decides_with_keys(world, open_page):
+    """Enter opens the highlighted note with its place in the queue; a approves it and shows
+    the next note; k goes back to the approved one; the back link returns to the queue."""
+    notes = write_notes(world, 3, prefix="Step")  # the queue: oldest first
+    page = open_page(world.manager)
+    page.goto("/p/acme-web/review/")
+    page.page.keyboard.press("j")
+    page.page.keyboard.press("Enter")
+    steps = page.page.locator(".note-steps")
+    expect(steps).to_contain_text("1 of 3")
+    expect(page.page.locator(".page-head code")).to_have_text(notes[0].pk)
+    page.page.keyboard.press("a")
+    expect(page.page.locator(".page-head code")).to_have_text(notes[1].pk)
+    expect(steps).to_contain_text("1 of 2")  # the approved note left the learned section
+    assert Note.objects.get(pk=notes[0].pk).trust == Trust.REVIEWED
+    page.page.keyboard.press("j")
+    expect(page.page.locator(".page-head code")).to_have_text(notes[2].pk)
+    page.page.keyboard.press("k")
+    expect(page.page.locator(".page-head code")).to_have_text(notes[1].pk)
+    steps.get_by_role("link", name="Review queue").click()
+    expect(page.page).to_have_url(f"{page.base_url}/p/acme-web/review/")
+    assert page.errors == []
+
+
 # Three ways a manager asked for the demo's note on preview environments, none in its words.
 PARAPHRASES = [
     "how long do preview environments live",

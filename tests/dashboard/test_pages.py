@@ -591,3 +591,41 @@ def test_each_review_section_counts_what_its_see_all_link_lists(world, manager_c
         assert response.status_code == 200
         listed = response.context["table"].paginator.count
         assert listed == queue.totals[section.key], section.key
+
+
+def test_a_note_page_steps_through_the_list_it_was_opened_from(world, manager_client):
+    """`from` (added by portal.js to a note's link) is the list's path and query: the page
+    shows the note's place in that list, in its order and with its filters, links to the
+    previous and next notes (keeping the list), and a decision goes on to the next note."""
+    from urllib.parse import quote
+
+    notes = write_notes(world, 3, prefix="Stepped")  # newest first in the table: 2, 1, 0
+    services.note_approve(actor=world.as_manager, note_id=notes[1].pk)
+
+    def page(note, origin):
+        url = reverse("dashboard:note", args=[SLUG, note.pk]) + "?from=" + quote(origin, safe="")
+        return manager_client.get(url).content.decode()
+
+    def note_link(note, origin):
+        keep = quote(origin, safe="")
+        return f"/p/{SLUG}/notes/{note.pk}/?from={keep}"
+
+    learned = f"/p/{SLUG}/?trust=learned"
+    html = page(notes[2], learned)
+    assert "1 of 2" in html and 'rel="prev"' not in html
+    assert f'href="{note_link(notes[0], learned)}" class="btn" rel="next"' in html
+    # A decision goes on to the next note of the list.
+    assert f'name="next" value="{note_link(notes[0], learned)}"' in html
+    html = page(notes[0], learned)
+    assert "2 of 2" in html and f'href="{note_link(notes[2], learned)}"' in html
+    oldest_first = f"/p/{SLUG}/?sort=created"
+    assert "1 of 3" in page(notes[0], oldest_first)
+    queue = f"/p/{SLUG}/review/"
+    html = page(notes[0], queue)
+    assert "Review queue · Learned notes, oldest first" in html and "1 of 2" in html
+    agent = f"/p/{SLUG}/agents/{world.agent.pk}/"
+    assert "Notes of Runtime helper" in page(notes[0], agent)
+    # No list, a list it is not in, or a path that is not this project's lists: no steps.
+    for origin in ["", f"/p/{SLUG}/?trust=rejected", "/p/other/", "https://evil.example/p/acme-web/",
+                   f"/p/{SLUG}/runs/", "//evil.example/p/acme-web/"]:  # fmt: skip
+        assert 'class="note-steps"' not in page(notes[0], origin), origin

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -170,11 +170,15 @@ def back_to(request, slug: str) -> str:
 
 
 def safe_next(request) -> str:
-    """The request's `next` when it is a path on this site, else '' (Django's check refuses
-    one over 2,048 characters too)."""
-    candidate = request.POST.get("next") or request.GET.get("next") or ""
+    """The request's `next` when it is a path on this site, else ''."""
+    return safe_path(request.POST.get("next") or request.GET.get("next") or "")
+
+
+def safe_path(candidate: str) -> str:
+    """`candidate` when it is a path on this site (no scheme, no host, not `//…`), else ''
+    (Django's check refuses one over 2,048 characters too)."""
     if candidate.startswith("/") and url_has_allowed_host_and_scheme(
-        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        candidate, allowed_hosts=set(), require_https=False
     ):
         return candidate
     return ""
@@ -284,15 +288,26 @@ def rows_response(
 
 def note_table(request, access, queryset, *, fixed: dict | None = None):
     """The filtered, sorted, paginated notes table (project, agent and run pages)."""
-    data = request.GET.copy()
+    filterset, table = sorted_notes(request.GET, access, queryset, fixed=fixed)
+    return filterset, note_page(request, access, table)
+
+
+def sorted_notes(query: QueryDict, access, queryset, *, fixed: dict | None = None):
+    """The notes table's filters and table as the list's query string `query` gives them,
+    filtered and sorted, not paged: the table's page, and the steps of a note page opened
+    from it (`note_steps`), follow one order."""
+    data = query.copy()
     for name, value in (fixed or {}).items():
         data[name] = value
     agents = list(access.project.agents.order_by("name"))
     filterset = selectors.NoteFilter(data, queryset=queryset, project=access.project, agents=agents)
     filterset.agent_count = len(agents)
     # A text search answers by relevance (NoteFilter.filter_text) unless a column is sorted.
-    searched = data.get("q", "").strip() and not request.GET.get("sort")
-    table = note_page(request, access, NoteTable(filterset.qs, order_by=() if searched else None))
+    searched = data.get("q", "").strip() and not data.get("sort")
+    table = NoteTable(filterset.qs, order_by=() if searched else None)
+    sort = data.getlist(table.prefixed_order_by_field)
+    if sort and table.orderable:
+        table.order_by = sort
     return filterset, table
 
 

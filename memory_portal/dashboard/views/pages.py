@@ -3,13 +3,15 @@ rendered with the project's header."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.core.paginator import Paginator
+from django.http import QueryDict
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -30,6 +32,8 @@ from .base import (
     project_page,
     refusal_edge,
     render_page,
+    safe_path,
+    sorted_notes,
 )
 
 PROJECTS_PER_PAGE = 48
@@ -98,10 +102,73 @@ def _quick_filters(request) -> dict:
     return {"fields": ("q", "agent"), "presets": presets}
 
 
+@dataclass(frozen=True)
+class Steps:
+    """Where a note page stands in the list it was opened from: the list (its URL and name),
+    the note's place in it, and the previous and next notes' pages (which keep the list)."""
+
+    origin: str
+    label: str
+    position: int
+    total: int
+    previous: str | None
+    next: str | None
+
+
+STEPS_MAX = 5_000  # the ids a list's steps read at most (a project stores 2,000)
+
+
+def note_steps(request, access, note_id: str) -> Steps | None:
+    """The steps of a note page opened from a list of this project's notes — its notes table,
+    an agent's page or the review queue — given as `from` (that list's path and query, as
+    portal.js adds it to a note's link): the list's own filters and order (`sorted_notes`, the
+    review section's). None without a list, or when the note is no longer in it."""
+    slug = access.project.slug
+    origin = safe_path(request.GET.get("from", ""))
+    if not origin.startswith(f"/p/{slug}/"):
+        return None
+    parts = urlsplit(origin)
+    try:
+        match = resolve(parts.path)
+    except Resolver404:
+        return None
+    actor = actor_of(request)
+    rows = selectors.notes_table_ids(actor=actor, project=access.project)
+    query = QueryDict(parts.query)
+    if match.url_name == "project":
+        ordered, label = sorted_notes(query, access, rows)[1].data.data, "Notes"
+    elif match.url_name == "agent":
+        agent = agent_of(request, access, match.kwargs["agent_id"])
+        fixed = {"agent": agent.pk}
+        ordered = sorted_notes(query, access, rows, fixed=fixed)[1].data.data
+        label = f"Notes of {agent.name}"
+    elif match.url_name == "review":
+        found = selectors.review_section_of(actor=actor, project=access.project, note_id=note_id)
+        if found is None:
+            return None
+        section, ordered = found
+        label = f"Review queue · {section.title}"
+    else:
+        return None
+    ids = list(ordered.values_list("pk", flat=True)[:STEPS_MAX])
+    if note_id not in ids:
+        return None
+    at = ids.index(note_id)
+    keep = "?" + urlencode({"from": origin})
+
+    def page(i: int) -> str | None:
+        if not 0 <= i < len(ids):
+            return None
+        return reverse("dashboard:note", args=[slug, ids[i]]) + keep
+
+    return Steps(origin, label, at + 1, len(ids), page(at - 1), page(at + 1))
+
+
 @project_page
 def note_detail(request, access, note_id):
     actor = actor_of(request)
     detail = selectors.note_detail(actor=actor, project=access.project, note_id=note_id)
+    steps = note_steps(request, access, note_id)
     reads = selectors.reads_page(
         selectors.note_reads(actor=actor, project=access.project, note_id=note_id),
         offset=reads_offset(request),
@@ -116,6 +183,9 @@ def note_detail(request, access, note_id):
         reads=reads,
         reach=selectors.note_reach(note_id=note_id),
         recent_reach=selectors.reach_of([note_id]),
+        steps=steps,
+        # After a decision on the page, on to the list's next note (as in the review queue).
+        after=steps.next if steps and steps.next else request.get_full_path(),
         read_retention_days=settings.MEMORY_PORTAL["READ_RETENTION_DAYS"],
     )
 

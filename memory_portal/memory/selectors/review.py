@@ -233,6 +233,20 @@ def review_queue(*, actor: Actor, project: Project, limit: int = 25) -> ReviewQu
     )
 
 
+def review_section_of(
+    *, actor: Actor, project: Project, note_id: str
+) -> tuple[ReviewSection, QuerySet[Note]] | None:
+    """The first review section that lists the note (as the queue shows it: once, in the
+    first it belongs to), with that section's notes in the queue's order; None when it is in
+    none. One query a section looked at."""
+    rows = notes_table_ids(actor=actor, project=project)
+    for section in REVIEW_SECTIONS:
+        qs = NoteFilter(section.filters, queryset=rows, project=project, agents=()).qs
+        if qs.filter(pk=note_id).exists():
+            return section, qs.order_by(*section.order)
+    return None
+
+
 @dataclass(frozen=True)
 class SectionsAfter:
     """The review queue after a change to some of its notes: which of them are still in a

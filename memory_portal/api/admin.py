@@ -131,11 +131,16 @@ def memory_reset(request, project_id: str):
 
 @router.patch("/projects/{project_id}/memory/{note_id}", response=responses({204: None}))
 def memory_review(request, project_id: str, note_id: str, body: s.StateIn):
-    """Mark a note reviewed (`approved`) or `rejected`, or take that back (`learned`: it awaits
-    review again)."""
+    """Mark a note reviewed (`approved`) or `rejected` (with an optional one-line `reason`),
+    or take that back (`learned`: it awaits review again)."""
     actor, project = _project(request, project_id)
-    verb = {"approved": "approve", "rejected": "reject", "learned": "unreview"}[body.state]
-    services.NOTE_VERBS[verb](actor=actor, note_id=note_id, project=project)
+    if body.state == "rejected":
+        services.note_reject(actor=actor, note_id=note_id, project=project, reason=body.reason)
+    elif body.reason:
+        raise invalid("reason", "A reason goes with a rejection only.")
+    else:
+        verb = {"approved": "approve", "learned": "unreview"}[body.state]
+        services.NOTE_VERBS[verb](actor=actor, note_id=note_id, project=project)
     return Status(204, None)
 
 
@@ -167,9 +172,17 @@ def _note_verb(verb: str, out, doc: str | None):
 
 # The note verbs of the admin API (the restore is by recovery id, above).
 memory_forget = _note_verb("forget", s.ForgetOut, None)
-memory_veto = _note_verb(
-    "veto", s.NoteStateOut, "Veto: archive the note with reason `vetoed`, recording who."
+
+
+@router.post(
+    "/projects/{project_id}/memory/{note_id}/veto", response=responses({200: s.NoteStateOut})
 )
+def memory_veto(request, project_id: str, note_id: str, body: s.ReasonIn | None = None):
+    """Veto: archive the note with reason `vetoed`, recording who and, when given, why
+    (`reason`, one line: the note's `reviewReason`)."""
+    actor, project = _project(request, project_id)
+    reason = body.reason if body else None
+    return services.note_veto(actor=actor, note_id=note_id, project=project, reason=reason)
 memory_undo = _note_verb("undo", s.NoteStateOut, "Undo a veto (or another archive).")
 
 

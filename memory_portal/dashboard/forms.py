@@ -84,6 +84,13 @@ class ArchiveForm(forms.Form):
     reason = forms.CharField(strip=True)
 
 
+class ReasonForm(forms.Form):
+    """A reject's or a veto's reason: optional (a row's one-click button sends none); the
+    service gates it (one line, no secret, REVIEW_REASON_MAX)."""
+
+    reason = forms.CharField(strip=True, required=False)
+
+
 class EditForm(forms.Form):
     content = forms.CharField(strip=True, widget=forms.Textarea)
 

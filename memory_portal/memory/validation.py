@@ -20,6 +20,7 @@ PAYLOAD_MAX_BYTES = 8000
 DAY_LINE_MAX = 300
 DAY_ROW_MAX = 8000
 ARCHIVE_REASON_MAX = 500
+REVIEW_REASON_MAX = 300  # why a person rejected or vetoed a note: one line
 SCRATCHPAD_TEXT_MAX = 1000
 RECALL_QUERY_MAX = 4000
 TASK_TEXT_MAX = 2000  # a run's task: its title and description together
@@ -160,6 +161,14 @@ def require_text(
 ) -> str:
     """A free text of one or more lines (content, a fact, a day line, a reason, an item)."""
     return gate(field, value, max_len=max_len, too_long_code=too_long_code)
+
+
+def review_reason(value: object) -> str:
+    """The optional reason of a reject or a veto: one line, gated like every text field."""
+    return gate(
+        "reason", "" if value is None else value, max_len=REVIEW_REASON_MAX, line=True,
+        required=False,
+    )
 
 
 def task_text(title: str, description: str) -> str:

@@ -330,3 +330,38 @@ def test_runs_are_listed_with_the_runs_tabs_filters(api, tokens, world):
     bad = api.get(f"{BASE}/runs?status=lost", tokens.member)
     assert (bad.status_code, error_code(bad)) == (400, "memory_invalid")
     assert api.get(f"{BASE}/runs", tokens.outsider).status_code == 404
+
+
+def test_a_reject_and_a_veto_carry_a_reason_to_the_note_and_its_agent(api, tokens, world):
+    """An optional one-line reason, gated like every text: on the note and in its history,
+    and to the owning agent beside `archiveReason`; taken back with the decision."""
+    rejected, vetoed, bare = (note(world, f"Reasoned note {i}") for i in range(3))
+    url = f"{BASE}/memory/{rejected.pk}"
+    why = {"state": "rejected", "reason": "Wrong port: 8443"}
+    said = api.call("PATCH", url, tokens.manager, why)
+    assert said.status_code == 204
+    veto = api.post(f"{url[:-len(rejected.pk)]}{vetoed.pk}/veto", tokens.member,
+                    {"reason": "Duplicate of the runbook"})  # fmt: skip
+    assert veto.status_code == 200 and veto.json()["reviewReason"] == "Duplicate of the runbook"
+    plain = api.post(f"{BASE}/memory/{bare.pk}/veto", tokens.member)  # {}: no reason
+    assert plain.status_code == 200, plain.json()
+    assert plain.json()["reviewReason"] is None
+    assert Note.objects.get(pk=rejected.pk).review_reason == "Wrong port: 8443"
+    history = AuditEvent.objects.filter(note_ref=rejected.pk, action="note.reject").get()
+    assert history.details["reason"] == "Wrong port: 8443"
+    # The agent reads its note by id: why it was taken away.
+    for gone, why in [(vetoed, "Duplicate of the runbook"), (rejected, "Wrong port: 8443")]:
+        own = api.tool("memory_read", tokens.agent, {"id": gone.pk}).json()["entries"][0]
+        assert own["reviewReason"] == why
+    # Refused: two lines, a secret, a reason with an approval; nothing changes.
+    secret = "token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    for body in [{"state": "rejected", "reason": "one\ntwo"},
+                 {"state": "rejected", "reason": secret},
+                 {"state": "approved", "reason": "fine"}]:  # fmt: skip
+        refused = api.call("PATCH", f"{BASE}/memory/{bare.pk}", tokens.manager, body)
+        assert refused.status_code == 400, body
+    assert Note.objects.get(pk=bare.pk).trust == "learned"
+    # Taken back, the reason goes with the decision.
+    api.call("PATCH", url, tokens.manager, {"state": "learned"})
+    api.post(f"{BASE}/memory/{vetoed.pk}/undo", tokens.member)
+    assert {n.review_reason for n in Note.objects.filter(pk__in=[rejected.pk, vetoed.pk])} == {""}

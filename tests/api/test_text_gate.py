@@ -195,6 +195,16 @@ GATED = {
                                       {"description": v}),
         True,
     ),  # fmt: skip
+    "StateIn.reason": (
+        lambda api, t, w, v: api.call("PATCH", f"{BASE}/memory/{w.fact.pk}", t.manager,
+                                      {"state": "rejected", "reason": v}),
+        True,
+    ),  # fmt: skip
+    "ReasonIn.reason": (
+        lambda api, t, w, v: api.post(f"{BASE}/memory/{w.fact.pk}/veto", t.manager,
+                                      {"reason": v}),
+        True,
+    ),  # fmt: skip
     "RunStatusIn.step": (
         lambda api, t, w, v: api.call("PATCH", f"{BASE}/runs/{w.run.pk}", t.manager,
                                       {"step": v}),

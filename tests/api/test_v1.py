@@ -11,6 +11,7 @@ from .conftest import error_code
 
 MEMORY_FIELDS = {
     "id",
+    "reviewReason",
     "object",
     "agentId",
     "kind",

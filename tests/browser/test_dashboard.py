@@ -414,6 +414,29 @@ def test_a_note_opened_from_the_queue_steps_and_decides_with_keys(world, open_pa
     assert page.errors == []
 
 
+def test_a_reject_with_a_reason_shows_it_on_the_note_and_to_its_agent(world, open_page):
+    from memory_portal.api.serializers import entry
+
+    note = write_note(world, "The staging database listens on 5433")
+    page = open_page(world.manager)
+    page.goto(f"/p/acme-web/notes/{note.pk}/")
+    page.page.locator(".reason-form summary").click()
+    page.page.locator("#decision-reason").fill("Staging moved to 5432 in May")
+    page.page.get_by_role("button", name="Reject with this reason").click()
+    expect(page.page.locator(".decision-reason")).to_have_text(
+        "Rejected because: Staging moved to 5432 in May"
+    )
+    expect(page.page.locator("#audit-history, .note-page")).to_contain_text(
+        "reason: Staging moved to 5432 in May"
+    )
+    page.goto("/p/acme-web/?trust=rejected")
+    expect(row(page, note)).to_contain_text("“Staging moved to 5432 in May”")
+    served = entry(Note.objects.get(pk=note.pk))  # what memory_read answers its agent
+    assert served["trust"] == "rejected"
+    assert served["reviewReason"] == "Staging moved to 5432 in May"
+    assert page.errors == []
+
+
 # Three ways a manager asked for the demo's note on preview environments, none in its words.
 PARAPHRASES = [
     "how long do preview environments live",
@@ -683,7 +706,7 @@ def test_search_agent_and_date_presets_above_the_table(world, open_page):
     write_note(world, "Nothing about it")
     page = open_page(world.member)
     page.goto("/p/acme-web/")
-    page.page.get_by_role("textbox", name="Search").fill("cache deploy")
+    page.page.get_by_role("searchbox", name="Search").fill("cache deploy")
     page.page.get_by_role("button", name="Search").click()
     expect(page.page.locator("tr.note-row")).to_have_count(1)
     expect(page.page.locator("tr.note-row mark")).to_have_count(2)

@@ -561,3 +561,20 @@ def test_the_redrawn_counters_show_the_counts_the_change_left(
     counters = response.content.decode().split('id="project-counts"', 1)[1]
     assert f'<span class="value" id="awaiting-count">{setting.notes_awaiting}</span>' in counters
     assert f"Archived {setting.notes_archived}</span>" in counters
+
+
+def test_a_reason_is_gated_like_every_text(world, note, manager_client):
+    """A reject's or a veto's reason is one line without a secret: refused over htmx with an
+    error toast, without JavaScript with a message; nothing changes."""
+    secret = "deploy key ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    for verb in ("note-reject", "note-veto"):
+        refused = post(manager_client, verb, note.pk, data={"reason": secret}, htmx=True)
+        assert toast(refused)["level"] == "error"
+        plain = post(manager_client, verb, note.pk, data={"reason": "first\nsecond"})
+        said = str(list(get_messages(plain.wsgi_request))[0])
+        assert plain.status_code == 302 and "one line" in said
+    kept = Note.objects.get(pk=note.pk)
+    assert kept.trust == "learned" and not kept.is_vetoed
+    done = post(manager_client, "note-veto", note.pk, data={"reason": "Says 8443; it is 443"})
+    assert done.status_code == 302
+    assert Note.objects.get(pk=note.pk).review_reason == "Says 8443; it is 443"

@@ -85,6 +85,7 @@ def test_every_event_type_arrives_signed_and_verifiable(world, receiver):
     services.note_undo(actor=world.as_member, note_id=edited.pk)
     other = services.note_write(actor=world.as_agent, kind="fact", content="Rejected one").note
     services.note_reject(actor=m, note_id=other.pk)
+    services.note_unreview(actor=m, note_id=other.pk)
     recovery = services.note_forget(actor=m, note_id=other.pk)
     services.note_restore(actor=m, recovery_id=recovery.pk)
     services.note_write(actor=world.as_agent, kind="fact", content="Reverted later")

@@ -334,6 +334,13 @@ class EnabledIn(Strict):
 class StateIn(Strict):
     # `learned` takes an approval or a rejection back: the note awaits review again.
     state: Literal["approved", "rejected", "learned"]
+    # Why (a rejection's, optional, one line): on the note, and to its agent.
+    reason: str | None = None
+
+
+class ReasonIn(Strict):
+    # Why (optional, one line): on the note, and to its agent.
+    reason: str | None = None
 
 
 class ProjectIn(Strict):

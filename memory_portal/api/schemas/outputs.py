@@ -78,6 +78,7 @@ class EntryOut(Shape):
     tags: list[str]
     trust: str
     status: str
+    reviewReason: Blank = Field(alias="review_reason")  # why a person rejected or vetoed it
     createdByStage: Blank = Field(alias="created_by_stage")
     createdByAgentId: Blank = Field(alias="created_by_agent_id")
     originRunId: Blank = Field(alias="origin_run_ref")
@@ -214,6 +215,7 @@ class MemoryOut(Shape):
         "to agents in lists or recall)"
     )
     archiveReason: Blank = Field(alias="archive_reason")
+    reviewReason: Blank = Field(alias="review_reason")  # why a person rejected or vetoed it
     archivedAt: datetime | None = Field(alias="archived_at")
     supersedesId: str | None = Field(alias="supersedes_id")
     sourceRunId: Blank = Field(alias="origin_run_ref")
@@ -398,6 +400,7 @@ class AdminNoteOut(Shape):
     state: str
     status: str
     archiveReason: Blank = Field(alias="archive_reason")
+    reviewReason: Blank = Field(alias="review_reason")  # why a person rejected or vetoed it
     vetoedBy: str | None
     createdByStage: Blank = Field(alias="created_by_stage")
     createdByAgentId: Blank = Field(alias="created_by_agent_id")
@@ -445,6 +448,7 @@ class NoteStateOut(Shape):
     status: str
     trust: str
     archiveReason: Blank = Field(alias="archive_reason")
+    reviewReason: Blank = Field(alias="review_reason")  # why a person rejected or vetoed it
 
 
 class NotesByStatusOut(Schema):

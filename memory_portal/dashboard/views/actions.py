@@ -30,6 +30,7 @@ from ..forms import (
     EditForm,
     FactForm,
     LiftForm,
+    ReasonForm,
 )
 from ..templatetags.fast_url import PlainReverser
 from .base import (
@@ -63,9 +64,11 @@ class NoteVerb:
 
 NOTE_VERBS = {
     "approve": NoteVerb(lambda name, _: f"Approved {name}: agents see it as reviewed."),
-    "reject": NoteVerb(lambda name, _: f"Rejected {name}: agents will not be served it."),
+    "reject": NoteVerb(
+        lambda name, _: f"Rejected {name}: agents will not be served it.", ReasonForm
+    ),
     "unreview": NoteVerb(lambda name, _: f"{name} awaits review again."),
-    "veto": NoteVerb(lambda name, _: f"Vetoed {name}."),
+    "veto": NoteVerb(lambda name, _: f"Vetoed {name}.", ReasonForm),
     "undo": NoteVerb(lambda name, _: f"{name} is active again."),
     "unarchive": NoteVerb(lambda name, _: f"{name} is active again."),
     "archive": NoteVerb(lambda name, _: f"Archived {name}.", ArchiveForm),

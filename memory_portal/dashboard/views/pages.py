@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 from memory_portal.memory import selectors
 from memory_portal.memory.access import is_administrator
 from memory_portal.memory.recall.service import recall
+from memory_portal.memory.validation import REVIEW_REASON_MAX
 
 from ..charts import overview_charts
 from ..forms import BULK_ACTIONS, AgentForm, FactForm, stage_choices
@@ -184,6 +185,7 @@ def note_detail(request, access, note_id):
         reach=selectors.note_reach(note_id=note_id),
         recent_reach=selectors.reach_of([note_id]),
         steps=steps,
+        review_reason_max=REVIEW_REASON_MAX,
         # After a decision on the page, on to the list's next note (as in the review queue).
         after=steps.next if steps and steps.next else request.get_full_path(),
         read_retention_days=settings.MEMORY_PORTAL["READ_RETENTION_DAYS"],

@@ -11,7 +11,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from ..models import Kind, Role, Scope, Stage, Status, Target, Trust
-from ..validation import ARCHIVE_REASON_MAX, DAY_ROW_MAX, SLUG_MAX, SLUG_PATTERN, SUMMARY_MAX
+from ..validation import (
+    ARCHIVE_REASON_MAX,
+    DAY_ROW_MAX,
+    REVIEW_REASON_MAX,
+    SLUG_MAX,
+    SLUG_PATTERN,
+    SUMMARY_MAX,
+)
 
 FORMAT = "memory-portal/export"
 EVENT_DETAILS_MAX = 4096
@@ -109,6 +116,8 @@ class NoteLine(Line):
     trust: Literal[tuple(Trust.values)]  # type: ignore[valid-type]
     status: Literal[tuple(Status.values)]  # type: ignore[valid-type]
     archiveReason: str = Field(max_length=ARCHIVE_REASON_MAX)
+    # Why a person rejected or vetoed it; absent from exports made before it existed.
+    reviewReason: str = Field("", max_length=REVIEW_REASON_MAX)
     archivedAt: datetime | None
     vetoedBy: str | None = Field(max_length=150)
     supersedesId: ID | None
@@ -208,7 +217,8 @@ def copied(names: str, **renamed: str) -> dict[str, str]:
 # applications and repositories (by slug), tags, details.
 AGENT_FIELDS = copied("name stage createdAt")
 NOTE_FIELDS = copied(
-    "scope kind target day content summary trust status archiveReason archivedAt expiresAt"
+    "scope kind target day content summary trust status archiveReason reviewReason archivedAt"
+    " expiresAt"
     " recallCount lastRecalledAt createdAt updatedAt"
 )
 PROVENANCE_FIELDS = copied(

@@ -35,7 +35,7 @@ from ..selectors import (
     note_not_found,
     recoveries_for_actor,
 )
-from ..validation import ARCHIVE_REASON_MAX, require_text
+from ..validation import ARCHIVE_REASON_MAX, require_text, review_reason
 from ._common import live_twin
 from .change import ProjectChange, note_project, project_change
 
@@ -122,6 +122,8 @@ def _unarchive(
             "archived_at": None,
             "vetoed_by": None,
         }
+        if note.is_vetoed:
+            live["review_reason"] = ""  # the veto taken back, its reason with it
         change.change_note(note, action, live, details=details)
     return note
 
@@ -161,11 +163,14 @@ def note_veto(
     *,
     actor: Actor,
     note_id: str,
+    reason: str = "",
     project: Project | None = None,
     within: ProjectChange | None = None,
 ) -> Note:
-    """A person's one-click veto: archive with reason `vetoed`, recording who."""
+    """A person's one-click veto: archive with reason `vetoed`, recording who and, when
+    given, why (`reason`, one line: the note's `review_reason`)."""
     require_person(actor, code="memory_veto_human_only", what="a veto")
+    why = review_reason(reason)
     with _note_change(actor, note_id, project, within) as change:
         note = change.note(note_id)
         if note.is_vetoed:
@@ -174,9 +179,14 @@ def note_veto(
             raise invalid(
                 "id", f"{note.pk} is not live ({note.status}); only live notes are vetoed."
             )
-        vetoed = _archived(REASON_VETOED, vetoed_by=actor.user)
-        change.change_note(note, AuditAction.NOTE_VETO, vetoed)
+        vetoed = _archived(REASON_VETOED, vetoed_by=actor.user, review_reason=why)
+        change.change_note(note, AuditAction.NOTE_VETO, vetoed, details=_why(why))
     return note
+
+
+def _why(reason: str) -> dict:
+    """An audit event's details for a decision's reason (none when not given)."""
+    return {"reason": reason} if reason else {}
 
 
 def note_undo(

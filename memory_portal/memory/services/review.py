@@ -22,6 +22,7 @@ from ..models import (
 from ..selectors import (
     note_get,
 )
+from ..validation import review_reason
 from .change import note_project, project_change
 
 # What each trust a person sets is called, as the refusal of a forgotten note says it.
@@ -29,10 +30,17 @@ TRUST_VERBS = {Trust.REVIEWED: "approve", Trust.REJECTED: "reject", Trust.LEARNE
 
 
 def _set_trust(
-    actor: Actor, note_id: str, project: Project | None, trust: str, action: AuditAction
+    actor: Actor,
+    note_id: str,
+    project: Project | None,
+    trust: str,
+    action: AuditAction,
+    reason: str = "",
 ) -> Note:
-    """Set the note's trust. The note answered carries `trust_before` (what it was: the
-    toast's Undo sets it back)."""
+    """Set the note's trust, and the decision's reason (a reject's; any other trust clears
+    it). The note answered carries `trust_before` (what it was: the toast's Undo sets it
+    back)."""
+    why = review_reason(reason)
     project = note_project(actor, note_id, project)
     with project_change(project, actor=actor) as change:
         note = change.note(note_id)
@@ -47,8 +55,8 @@ def _set_trust(
                 f"Note {note.pk} is forgotten; its trust does not change.",
                 hint=f"Restore it from Recoveries first, then {verb} it.",
             )
-        details = {"from": note.trust, "to": trust}
-        change.change_note(note, action, {"trust": trust}, details=details)
+        details = {"from": note.trust, "to": trust, **({"reason": why} if why else {})}
+        change.change_note(note, action, {"trust": trust, "review_reason": why}, details=details)
     return note
 
 
@@ -57,9 +65,14 @@ def note_approve(*, actor: Actor, note_id: str, project: Project | None = None) 
     return _set_trust(actor, note_id, project, Trust.REVIEWED, AuditAction.NOTE_APPROVE)
 
 
-def note_reject(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:
-    """Reject: never served to agents again in lists, search or recall."""
-    return _set_trust(actor, note_id, project, Trust.REJECTED, AuditAction.NOTE_REJECT)
+def note_reject(
+    *, actor: Actor, note_id: str, reason: str = "", project: Project | None = None
+) -> Note:
+    """Reject: never served to agents again in lists, search or recall; `reason` (optional,
+    one line) says why, on the note and to its agent."""
+    return _set_trust(
+        actor, note_id, project, Trust.REJECTED, AuditAction.NOTE_REJECT, reason=reason
+    )
 
 
 def note_unreview(*, actor: Actor, note_id: str, project: Project | None = None) -> Note:

@@ -438,13 +438,24 @@ class _Routes:
         """Deletes every note, recovery record and scratchpad item of the project."""
         return self._send(_Call("DELETE", f"/api/admin/projects/{_seg(project)}/memory"))
 
-    def review(self, project: str, note_id: str, state: Literal["approved", "rejected"]) -> None:
+    def review(
+        self,
+        project: str,
+        note_id: str,
+        state: Literal["approved", "rejected", "learned"],
+        reason: str | None = None,
+    ) -> None:
+        """Approve or reject a note (a rejection may say why, one line), or take either back
+        (`learned`)."""
         path = f"/api/admin/projects/{_seg(project)}/memory/{_seg(note_id)}"
-        return self._send(_Call("PATCH", path, json={"state": state}))
+        body = {"state": state, **({"reason": reason} if reason else {})}
+        return self._send(_Call("PATCH", path, json=body))
 
-    def veto(self, project: str, note_id: str) -> m.NoteState:
+    def veto(self, project: str, note_id: str, reason: str | None = None) -> m.NoteState:
+        """Veto a note; `reason` (one line) is shown on it and to its agent."""
         path = f"/api/admin/projects/{_seg(project)}/memory/{_seg(note_id)}/veto"
-        return self._send(_Call("POST", path, json={}, parse=m.NoteState.from_json))
+        body = {"reason": reason} if reason else {}
+        return self._send(_Call("POST", path, json=body, parse=m.NoteState.from_json))
 
     def undo_veto(self, project: str, note_id: str) -> m.NoteState:
         path = f"/api/admin/projects/{_seg(project)}/memory/{_seg(note_id)}/undo"

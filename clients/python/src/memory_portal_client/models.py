@@ -149,6 +149,7 @@ class Entry(Model):
     tags: list[str]
     trust: str
     status: str
+    review_reason: str | None
     created_by_stage: str | None
     created_by_agent_id: str | None
     origin_run_id: str | None
@@ -285,6 +286,7 @@ class Memory(Model):
     status: str
     trust: str
     archive_reason: str | None
+    review_reason: str | None
     archived_at: datetime | None
     supersedes_id: str | None
     source_run_id: str | None
@@ -441,6 +443,7 @@ class ProjectNote(Model):
     state: str
     status: str
     archive_reason: str | None
+    review_reason: str | None
     vetoed_by: str | None
     created_by_stage: str | None
     created_by_agent_id: str | None
@@ -477,6 +480,7 @@ class NoteState(Model):
     status: str
     trust: str
     archive_reason: str | None
+    review_reason: str | None
     raw: dict[str, Any] = _raw()
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from django.http import HttpResponse, JsonResponse
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.http import Http404, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from memory_portal.memory.errors import MemoryPortalError, retryable
@@ -95,6 +96,40 @@ def bad_request(request, exception) -> HttpResponse:
 
 def _page(request, template: str, status: int, **context) -> HttpResponse:
     return HttpResponse(render_to_string(template, context, request=None), status=status)
+
+
+class DebugErrorPages:
+    """Under DEBUG only (`make run`; settings.py adds it last): the product's own 404 and 500
+    pages where Django would answer with its technical ones, so the demo shows what people see
+    in production — an address that matches no page, a view's Http404, a view's crash (its
+    traceback still logged on the console). `?debug=1` keeps Django's page, for a developer;
+    the API keeps its JSON envelope."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        unmatched = response.status_code == 404 and request.resolver_match is None
+        if unmatched and self._shown(request):
+            return not_found(request, None)
+        return response
+
+    def process_exception(self, request, exception):
+        if not self._shown(request):
+            return None
+        if isinstance(exception, Http404):
+            return not_found(request, exception)
+        if isinstance(exception, PermissionDenied | SuspiciousOperation):
+            return None  # Django answers these with the product's handlers already
+        logger.error(
+            "unexpected failure on %s %s", request.method, request.path, exc_info=exception
+        )
+        return failure_response(request, exception)
+
+    @staticmethod
+    def _shown(request) -> bool:
+        return not is_api(request) and "debug" not in request.GET
 
 
 def _back_here(request) -> str:

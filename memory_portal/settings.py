@@ -113,6 +113,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "memory_portal.api.middleware.ApiErrorEnvelopeMiddleware",
 ]
+if DEBUG:  # `make run` shows the product's own error pages (failures.DebugErrorPages)
+    MIDDLEWARE.append("memory_portal.failures.DebugErrorPages")
 
 ROOT_URLCONF = "memory_portal.urls"
 WSGI_APPLICATION = "memory_portal.wsgi.application"

@@ -137,6 +137,72 @@ def test_the_dashboard_answers_a_styled_500_page_for_a_bug(world, monkeypatch):
     assert "boom" not in response.content.decode()
 
 
+def test_the_error_pages_keep_the_navigation(world, monkeypatch):
+    """404, 403 and 500 pages are the product's, with the main navigation (plain links: they
+    touch neither the session nor the database)."""
+    client = Client(raise_request_exception=False)
+    client.force_login(world.member)
+    monkeypatch.setattr(
+        "memory_portal.dashboard.views.pages.selectors.projects_overview",
+        lambda **kwargs: (_ for _ in ()).throw(RuntimeError("boom")),
+    )
+    pages = [client.get("/no/such/page/"), client.get("/p/no-such-project/"), client.get("/")]
+    assert [page.status_code for page in pages] == [404, 404, 500]
+    for page in pages:
+        html = page.content.decode()
+        assert '<nav class="topnav" aria-label="Main">' in html
+        assert 'href="/audit/">Audit log</a>' in html and 'href="/tokens/">API tokens</a>' in html
+
+
+def test_make_run_shows_the_products_error_pages_where_django_shows_its_own(
+    world, monkeypatch, caplog
+):
+    """Under DEBUG (`make run`) DebugErrorPages answers with the product's 404 and 500 pages
+    (the 500's traceback logged); `?debug=1` and the API keep what Django and the API say."""
+    from django.http import Http404, HttpResponseNotFound
+    from django.test import RequestFactory
+
+    from memory_portal.failures import DebugErrorPages
+
+    factory = RequestFactory()
+    technical = HttpResponseNotFound("<h1>Page not found (404)</h1> URLconf …")
+    pages = DebugErrorPages(lambda request: technical)
+
+    def unmatched(path):
+        request = factory.get(path)
+        request.resolver_match = None
+        return pages(request)
+
+    assert b"There is no such page here" in unmatched("/nope/").content
+    assert unmatched("/nope/?debug=1") is technical and unmatched("/api/nope") is technical
+    request = factory.get("/p/acme-web/")
+    assert pages.process_exception(request, Http404()).status_code == 404
+    with caplog.at_level("ERROR", logger="memory_portal.failures"):
+        crash = pages.process_exception(request, RuntimeError("boom"))
+    assert crash.status_code == 500 and b"Something went wrong" in crash.content
+    assert "boom" not in crash.content.decode() and "RuntimeError: boom" in caplog.text
+    assert pages.process_exception(factory.get("/api/v1/memories"), RuntimeError()) is None
+    assert pages.process_exception(factory.get("/?debug=1"), RuntimeError()) is None
+
+
+def test_debug_error_pages_are_a_middleware_under_debug_only():
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'memory_portal.settings';"
+        "django.setup(); from django.conf import settings;"
+        "print('memory_portal.failures.DebugErrorPages' in settings.MIDDLEWARE)"
+    )
+    for debug, shown in (("1", "True"), ("0", "False")):
+        out = subprocess.run(
+            [sys.executable, "-c", code], env={**os.environ, "DEBUG": debug},
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert out.stdout.strip() == shown
+
+
 # --- A real lock held on PostgreSQL --------------------------------------------------------
 
 

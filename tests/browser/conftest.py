@@ -90,12 +90,18 @@ class BrowserPage:
 
 @pytest.fixture
 def open_page(browser, live_server):
-    """open_page(user=None, width="desktop", javascript=True, touch=False) -> BrowserPage; a
-    user is logged in by cookie; `touch`: a touch screen, as a phone's (taps, no hover)."""
+    """open_page(user=None, width="desktop", javascript=True, touch=False, dark=False) ->
+    BrowserPage; a user is logged in by cookie; `touch`: a touch screen, as a phone's (taps,
+    no hover); `dark`: the system asks for a dark theme (prefers-color-scheme)."""
     contexts = []
 
     def open_(
-        user=None, width: str = "desktop", *, javascript: bool = True, touch: bool = False
+        user=None,
+        width: str = "desktop",
+        *,
+        javascript: bool = True,
+        touch: bool = False,
+        dark: bool = False,
     ) -> BrowserPage:
         w, h = WIDTHS[width]
         context = browser.new_context(
@@ -103,6 +109,7 @@ def open_page(browser, live_server):
             java_script_enabled=javascript,
             has_touch=touch,
             is_mobile=touch,
+            color_scheme="dark" if dark else "light",
         )
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)

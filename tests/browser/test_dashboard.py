@@ -358,12 +358,16 @@ def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatc
         ("agent", f"/p/acme-web/agents/{agent.pk}/"),
         ("run", f"/p/acme-web/runs/{run.pk}/"),
     ]
-    for width in ("desktop", "phone"):
-        page = open_page(demo, width)
+    for width, dark in (("desktop", False), ("phone", False), ("desktop", True), ("phone", True)):
+        page = open_page(demo, width, dark=dark)
         for name, path in pages:
             response = page.goto(path)
             assert response.status == 200, path
             px = page.page.viewport_size["width"]
+            if dark:  # the dark theme: every page's first screen, looked at and checked
+                page.screenshot(f"{name}-{px}-dark", full_page=False)
+                assert not axe_violations(page.page), (name, px, "dark", axe_violations(page.page))
+                continue
             # On a phone every table row is a card: the first screens say how it reads, and
             # a full page of 50 cards would only slow the suite down.
             page.screenshot(f"{name}-{px}", full_page=width == "desktop")
@@ -381,6 +385,9 @@ def test_screenshots_of_the_main_pages(open_page, settings, tmp_path, monkeypatc
                 page.page.locator("tr.note-row").first.screenshot(
                     path=str(page_screenshot_path(f"{name}-{px}-row"))
                 )
+        if dark:
+            assert page.errors == []
+            continue
         if width == "desktop":
             search_by_meaning(page)
         login = open_page(None, width)

@@ -204,6 +204,26 @@ def member_set(request, project_id: str, body: s.MemberIn):
     return {"username": user.get_username(), "role": membership.role}
 
 
+@router.get("/projects/{project_id}/members", response=responses({200: s.MemberListOut}))
+def member_list(request, project_id: str):
+    """The project's members and their roles, managers first (any member reads them)."""
+    actor, project = _project(request, project_id)
+    members = selectors.project_members(actor=actor, project=project)
+    return {"members": [{"username": m.user.get_username(), "role": m.role} for m in members]}
+
+
+@router.delete(
+    "/projects/{project_id}/members/{username}", response=responses({204: None})
+)
+def member_remove(request, project_id: str, username: str):
+    """Take a person out of the project (managers); never its last manager (409
+    `project_last_manager`)."""
+    actor, project = _project(request, project_id)
+    user = selectors.user_active_get(username=username, field="username")
+    services.membership_remove(actor=actor, project=project, user=user)
+    return Status(204, None)
+
+
 @router.post("/projects/{project_id}/applications", response=responses({201: s.IdOut}))
 def application_create(request, project_id: str, body: s.ApplicationIn):
     actor, project = _project(request, project_id)

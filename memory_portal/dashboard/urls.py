@@ -69,6 +69,9 @@ project_urls = [
     path("agents/", views.agents, name="agents"),
     path("agents/new/", views.agent_create, name="agent-create"),
     path("connect/", views.connect, name="connect"),
+    path("members/", views.members, name="members"),
+    path("members/add/", views.member_add, name="member-add"),
+    path("members/<str:username>/<str:verb>/", views.member_change, name="member-change"),
     path("agents/<str:agent_id>/", include(agent_urls)),
     path("runs/", views.runs, name="runs"),
     path("runs/<str:run_id>/", include(run_urls)),
@@ -76,6 +79,7 @@ project_urls = [
 
 urlpatterns = [
     path("", views.projects, name="projects"),
+    path("projects/new/", views.project_create, name="project-create"),
     path("audit/", views.audit, name="audit"),
     path("import/", views.import_page, name="import"),
     path("import/check/", views.import_check, name="import-check"),

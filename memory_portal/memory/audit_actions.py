@@ -36,6 +36,7 @@ class AuditAction(models.TextChoices):
     APPLICATION_CREATE = "application.create", "application created"
     APPLICATION_DELETE = "application.delete", "application deleted"
     MEMBERSHIP_SET = "membership.set", "membership set"
+    MEMBERSHIP_REMOVE = "membership.remove", "member removed"
     REPOSITORY_CREATE = "repository.create", "repository registered"
     REPOSITORY_LINK = "repository.link", "repository linked"
     AGENT_CREATE = "agent.create", "agent created"

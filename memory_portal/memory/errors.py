@@ -58,6 +58,7 @@ CODES: dict[str, ErrorCode] = {
     "memory_evidence_invalid": ErrorCode(400, "Cite a regular file at the pinned revision."),
     "memory_recovery_not_found": ErrorCode(404, "List recoveries for a valid rec_ id."),
     "memory_revert_undone": ErrorCode(409, "Revert the run again if its notes must go."),
+    "project_last_manager": ErrorCode(409, "Make someone else a manager of the project first."),
     "import_limit": ErrorCode(400, "Send a file made by memory_export."),
     "import_members_unconfirmed": ErrorCode(
         400,

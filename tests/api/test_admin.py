@@ -365,3 +365,24 @@ def test_a_reject_and_a_veto_carry_a_reason_to_the_note_and_its_agent(api, token
     api.call("PATCH", url, tokens.manager, {"state": "learned"})
     api.post(f"{BASE}/memory/{vetoed.pk}/undo", tokens.member)
     assert {n.review_reason for n in Note.objects.filter(pk__in=[rejected.pk, vetoed.pk])} == {""}
+
+
+def test_members_are_listed_and_removed_never_the_last_manager(api, tokens, world, make_user):
+    ana = make_user("ana")
+    added = api.post(f"{BASE}/members", tokens.manager, {"username": "ana", "role": "manager"})
+    assert added.json() == {"username": "ana", "role": "manager"}
+    listed = api.get(f"{BASE}/members", tokens.member).json()["members"]
+    assert listed[0]["role"] == "manager" and {m["username"] for m in listed} == {
+        world.manager.username, world.member.username, "ana"
+    }
+    assert api.call("DELETE", f"{BASE}/members/ana", tokens.member).status_code == 403
+    assert api.call("DELETE", f"{BASE}/members/ana", tokens.manager).status_code == 204
+    assert not ana.memberships.exists()
+    last = api.call("DELETE", f"{BASE}/members/{world.manager.username}", tokens.manager)
+    assert (last.status_code, error_code(last)) == (409, "project_last_manager")
+    demote = {"username": world.manager.username, "role": "member"}
+    refused = api.post(f"{BASE}/members", tokens.manager, demote)
+    assert (refused.status_code, error_code(refused)) == (409, "project_last_manager")
+    gone = api.call("DELETE", f"{BASE}/members/ana", tokens.manager)
+    assert (gone.status_code, error_code(gone)) == (404, "not_found")
+    assert api.get(f"{BASE}/members", tokens.outsider).status_code == 404

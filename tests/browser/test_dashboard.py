@@ -321,6 +321,7 @@ PAGES = [
     ("connect", "/p/acme-web/connect/"),
     ("api-tokens", "/tokens/"),
     ("review-queue", "/p/acme-web/review/"),
+    ("members", "/p/acme-web/members/"),
     ("recoveries", "/p/acme-web/recoveries/"),
     ("agents", "/p/acme-web/agents/"),
     ("runs", "/p/acme-web/runs/"),

@@ -375,6 +375,10 @@ class MemberOut(Schema):
     role: str
 
 
+class MemberListOut(Schema):
+    members: list[MemberOut]
+
+
 class SettingOut(Shape):
     enabled: bool
     reviewPolicy: Literal["open", "hold"] = Field(alias="review_policy")

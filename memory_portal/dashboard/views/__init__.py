@@ -35,6 +35,7 @@ from .controls import (
     project_export,
 )
 from .imports import import_check, import_page, import_run
+from .members import member_add, member_change, members, project_create
 from .notifications import notifications, notifications_set, unsubscribe
 from .pages import (
     agent_detail,
@@ -53,6 +54,10 @@ from .webhooks import delivery_retry, webhook_action, webhook_create
 
 __all__ = [
     "LoginView",
+    "member_add",
+    "member_change",
+    "members",
+    "project_create",
     "notifications",
     "notifications_set",
     "unsubscribe",

@@ -75,7 +75,9 @@ from .structure import (
     agents_overview,
     application_in_project,
     applications_overview,
+    person_find,
     person_tokens,
+    project_members,
     repository_get,
     user_active_get,
 )
@@ -189,5 +191,7 @@ __all__ = [
     "scratchpad_items",
     "setting_get",
     "similar_pairs",
+    "person_find",
+    "project_members",
     "user_active_get",
 ]

@@ -16,6 +16,7 @@ from ..models import (
     ApiToken,
     Application,
     Kind,
+    Membership,
     Note,
     Project,
     Repository,
@@ -109,6 +110,29 @@ def user_active_get(*, username: str, field: str) -> AbstractBaseUser:
     if user is None:
         raise invalid(field, f"No active user {username}.")
     return user
+
+
+def person_find(*, identifier: str, field: str) -> AbstractBaseUser:
+    """An active person by username, or by email (any case) when exactly one has it."""
+    identifier = identifier.strip()
+    people = get_user_model().objects.filter(is_active=True)
+    user = people.filter(username=identifier).first()
+    if user is None and "@" in identifier:
+        found = list(people.filter(email__iexact=identifier)[:2])
+        user = found[0] if len(found) == 1 else None
+    if user is None:
+        raise invalid(field, f"No active person goes by {identifier!r} here.")
+    return user
+
+
+def project_members(*, actor: Actor, project: Project) -> list[Membership]:
+    """The project's members, managers first, then by username (any member reads them)."""
+    require_member(actor, project)
+    return list(
+        Membership.objects.filter(project=project)
+        .select_related("user")
+        .order_by("role", "user__username")  # "manager" before "member"
+    )
 
 
 def agent_day_log(*, actor: Actor, agent: Agent, limit: int = 14) -> list[Note]:

@@ -36,6 +36,7 @@ from .notifications import (
 from .projects import (
     application_create,
     application_delete,
+    membership_remove,
     membership_set,
     project_create,
     project_delete,
@@ -127,6 +128,7 @@ __all__ = [
     "OpenCall",
     "day_append",
     "fact_save",
+    "membership_remove",
     "membership_set",
     "memory_disable",
     "memory_enable",

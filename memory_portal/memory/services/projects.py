@@ -18,7 +18,7 @@ from ..access import (
 )
 from ..actors import Actor
 from ..audit_actions import AuditAction
-from ..errors import invalid
+from ..errors import MemoryPortalError, invalid
 from ..models import (
     Agent,
     Application,
@@ -46,9 +46,10 @@ def _slug(field: str, value: object) -> str:
     return value
 
 
-def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
-    """A project and its memory setting row (memory off). Administrators only; `actor=None` is
-    the system (management commands)."""
+def project_create(*, actor: Actor | None, slug: str, name: str, manager=None) -> Project:
+    """A project and its memory setting row (memory off), with `manager` (a person) as its
+    first manager when given. Administrators only; `actor=None` is the system (management
+    commands)."""
     if actor is not None:
         require_administrator(actor, "create projects")
     slug = _slug("id", slug)
@@ -59,6 +60,8 @@ def project_create(*, actor: Actor | None, slug: str, name: str) -> Project:
         project = Project.objects.create(slug=slug, name=name)
         MemorySetting.objects.create(project=project)
         audit(actor=actor, action=AuditAction.PROJECT_CREATE, project=project)
+        if manager is not None:
+            membership_set(actor=None, project=project, user=manager, role=Role.MANAGER)
     return project
 
 
@@ -203,12 +206,31 @@ def application_delete(*, actor: Actor | None, application: Application, confirm
     return counts
 
 
+def _keep_a_manager(project: Project, user, *, leaving: str) -> None:
+    """Refuse a change that would leave the project without a manager (its managers' rows
+    locked, so two managers stepping down at once cannot both succeed)."""
+    managers = list(
+        Membership.objects.select_for_update()
+        .filter(project=project, role=Role.MANAGER)
+        .values_list("user_id", flat=True)
+    )
+    if managers == [user.pk]:
+        raise MemoryPortalError(
+            "project_last_manager",
+            f"{user.get_username()} is the last manager of {project.slug}; {leaving}.",
+        )
+
+
 def membership_set(*, actor: Actor | None, project: Project, user, role: str) -> Membership:
+    """Add a person to the project, or change their role (managers; `actor=None` is the
+    system). The last manager stays one."""
     if actor is not None:
         require_manager(actor, project)
     if role not in Role.values:
         raise invalid("role", "role must be member or manager.")
     with transaction.atomic():
+        if role != Role.MANAGER:
+            _keep_a_manager(project, user, leaving="they stay a manager")
         membership, _ = Membership.objects.update_or_create(
             user=user, project=project, defaults={"role": role}
         )
@@ -220,6 +242,26 @@ def membership_set(*, actor: Actor | None, project: Project, user, role: str) ->
             details={"role": role},
         )
     return membership
+
+
+def membership_remove(*, actor: Actor | None, project: Project, user) -> None:
+    """Take a person out of the project (managers): they no longer see it; what they did
+    stays, under their name. Never the last manager."""
+    if actor is not None:
+        require_manager(actor, project)
+    with transaction.atomic():
+        _keep_a_manager(project, user, leaving="they cannot leave it")
+        removed, _ = Membership.objects.filter(project=project, user=user).delete()
+        if not removed:
+            raise MemoryPortalError(
+                "not_found", f"{user.get_username()} is not a member of {project.slug}."
+            )
+        audit(
+            actor=actor,
+            action=AuditAction.MEMBERSHIP_REMOVE,
+            project=project,
+            target=user.get_username(),
+        )
 
 
 def application_create(

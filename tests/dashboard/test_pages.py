@@ -105,7 +105,7 @@ def test_a_project_card_links_every_page_a_manager_starts_from(world, manager_cl
     html = manager_client.get(reverse("dashboard:projects")).content.decode()
     footer = html[html.index('<footer class="card-links">') :]
     footer = footer[: footer.index("</footer>")]
-    names = ["overview", "project", "review", "recoveries", "agents", "connect", "runs"]
+    names = ["overview", "project", "review", "recoveries", "agents", "connect", "runs", "members"]
     hrefs = [reverse(f"dashboard:{name}", args=[world.project.slug]) for name in names]
     assert re.findall(r'href="([^"]+)"', footer) == hrefs
 

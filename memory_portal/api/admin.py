@@ -204,6 +204,28 @@ def member_set(request, project_id: str, body: s.MemberIn):
     return {"username": user.get_username(), "role": membership.role}
 
 
+@router.get("/people", response=responses({200: s.PeopleOut}))
+def people_list(request):
+    """Every person of the server (administrators): username, email, active, administrator,
+    how many projects."""
+    return {"people": list(selectors.people_overview(actor=person(request)))}
+
+
+@router.patch("/people/{username}", response=responses({200: s.PersonOut}))
+def person_patch(request, username: str, body: s.PersonIn):
+    """Switch a person off or on (`active`: off, they sign in no more and their API tokens stop
+    at once) or make or unmake an administrator (administrators; never oneself: 403
+    `memory_forbidden`)."""
+    actor = person(request)
+    user = selectors.people_overview(actor=actor).filter(username=username).first()
+    if user is None:
+        raise MemoryPortalError("not_found", f"No person {username}.")
+    changed = services.person_change(
+        actor=actor, user=user, active=body.active, administrator=body.administrator
+    )
+    return selectors.people_overview(actor=actor).get(pk=changed.pk)
+
+
 @router.get("/projects/{project_id}/members", response=responses({200: s.MemberListOut}))
 def member_list(request, project_id: str):
     """The project's members and their roles, managers first (any member reads them)."""

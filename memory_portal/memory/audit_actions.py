@@ -37,6 +37,7 @@ class AuditAction(models.TextChoices):
     APPLICATION_DELETE = "application.delete", "application deleted"
     MEMBERSHIP_SET = "membership.set", "membership set"
     MEMBERSHIP_REMOVE = "membership.remove", "member removed"
+    PERSON_CHANGE = "person.change", "person switched off or on, or administrator changed"
     REPOSITORY_CREATE = "repository.create", "repository registered"
     REPOSITORY_LINK = "repository.link", "repository linked"
     AGENT_CREATE = "agent.create", "agent created"

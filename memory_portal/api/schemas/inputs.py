@@ -338,6 +338,11 @@ class StateIn(Strict):
     reason: str | None = None
 
 
+class PersonIn(Strict):
+    active: bool | None = None
+    administrator: bool | None = None
+
+
 class ReasonIn(Strict):
     # Why (optional, one line): on the note, and to its agent.
     reason: str | None = None

@@ -379,6 +379,19 @@ class MemberListOut(Schema):
     members: list[MemberOut]
 
 
+class PersonOut(Shape):
+    username: str
+    email: Blank
+    active: bool = Field(alias="is_active")
+    administrator: bool = Field(alias="is_superuser")
+    projects: int = Field(alias="project_count")
+    lastLogin: datetime | None = Field(alias="last_login")
+
+
+class PeopleOut(Schema):
+    people: list[PersonOut]
+
+
 class SettingOut(Shape):
     enabled: bool
     reviewPolicy: Literal["open", "hold"] = Field(alias="review_policy")

@@ -49,6 +49,7 @@ from .pages import (
     recoveries,
     review,
 )
+from .people import people, person_change
 from .tokens import token_revoke, tokens
 from .webhooks import delivery_retry, webhook_action, webhook_create
 
@@ -58,6 +59,8 @@ __all__ = [
     "member_change",
     "members",
     "project_create",
+    "people",
+    "person_change",
     "notifications",
     "notifications_set",
     "unsubscribe",

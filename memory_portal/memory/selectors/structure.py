@@ -7,7 +7,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from ..access import application_not_found, require_member
+from ..access import application_not_found, is_administrator, require_member
 from ..actors import Actor
 from ..errors import MemoryPortalError, invalid
 from ..models import (
@@ -123,6 +123,22 @@ def person_find(*, identifier: str, field: str) -> AbstractBaseUser:
     if user is None:
         raise invalid(field, f"No active person goes by {identifier!r} here.")
     return user
+
+
+def people_overview(*, actor: Actor) -> QuerySet:
+    """Every person of the server with how many projects they belong to, by username
+    (administrators)."""
+    if not is_administrator(actor):
+        raise MemoryPortalError(
+            "memory_forbidden",
+            "Only an administrator lists the server's people.",
+            hint="Ask an administrator (a superuser).",
+        )
+    return (
+        get_user_model()
+        .objects.annotate(project_count=Count("memberships"))
+        .order_by("username")
+    )
 
 
 def project_members(*, actor: Actor, project: Project) -> list[Membership]:

@@ -33,6 +33,7 @@ from .notifications import (
     notifications_unsubscribe,
     webhook_off_notify,
 )
+from .people import person_change
 from .projects import (
     application_create,
     application_delete,
@@ -129,6 +130,7 @@ __all__ = [
     "day_append",
     "fact_save",
     "membership_remove",
+    "person_change",
     "membership_set",
     "memory_disable",
     "memory_enable",

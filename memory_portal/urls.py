@@ -20,6 +20,29 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", dashboard_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Django's own password reset: the same link sets an invited person's first password.
+    path(
+        "password/reset/",
+        auth_views.PasswordResetView.as_view(
+            email_template_name="registration/password_reset_email.txt"
+        ),
+        name="password_reset",
+    ),
+    path(
+        "password/reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "password/set/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "password/set/done/",
+        auth_views.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
     path("api/", api.urls),
     # The API never reads the session cookie, so CSRF cannot apply under /api/: a write to a
     # route that does not exist is a JSON 404, as the router's own routes are exempt too.

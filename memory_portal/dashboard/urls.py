@@ -71,6 +71,7 @@ project_urls = [
     path("connect/", views.connect, name="connect"),
     path("members/", views.members, name="members"),
     path("members/add/", views.member_add, name="member-add"),
+    path("members/invite/", views.member_invite, name="member-invite"),
     path("members/<str:username>/<str:verb>/", views.member_change, name="member-change"),
     path("agents/<str:agent_id>/", include(agent_urls)),
     path("runs/", views.runs, name="runs"),

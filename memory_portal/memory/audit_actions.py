@@ -38,6 +38,7 @@ class AuditAction(models.TextChoices):
     MEMBERSHIP_SET = "membership.set", "membership set"
     MEMBERSHIP_REMOVE = "membership.remove", "member removed"
     PERSON_CHANGE = "person.change", "person switched off or on, or administrator changed"
+    PERSON_INVITE = "person.invite", "person invited by email"
     REPOSITORY_CREATE = "repository.create", "repository registered"
     REPOSITORY_LINK = "repository.link", "repository linked"
     AGENT_CREATE = "agent.create", "agent created"

@@ -35,7 +35,7 @@ from .controls import (
     project_export,
 )
 from .imports import import_check, import_page, import_run
-from .members import member_add, member_change, members, project_create
+from .members import member_add, member_change, member_invite, members, project_create
 from .notifications import notifications, notifications_set, unsubscribe
 from .pages import (
     agent_detail,
@@ -57,6 +57,7 @@ __all__ = [
     "LoginView",
     "member_add",
     "member_change",
+    "member_invite",
     "members",
     "project_create",
     "people",

@@ -5,6 +5,7 @@ project_create); a refusal is a message on the page."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import Http404
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -45,6 +46,28 @@ def member_add(request, access):
     except MemoryPortalError as err:
         return refusal(request, err, to=page)
     return done(request, page, f"{user.get_username()} is a {role} of {access.project.name}.")
+
+
+@project_action
+def member_invite(request, access):
+    """Invite someone without an account by email (services.person_invite: the account, its
+    role here, and the email with the link to set a password)."""
+    page = _members_url(access)
+    address = request.POST.get("email", "")
+    try:
+        services.person_invite(
+            actor=actor_of(request),
+            project=access.project,
+            email=address,
+            role=request.POST.get("role", Role.MEMBER),
+            link_base=settings.MEMORY_PORTAL_BASE_URL or request.build_absolute_uri("/"),
+        )
+    except MemoryPortalError as err:
+        return refusal(request, err, to=page)
+    except OSError:  # the mail server refused or could not be reached: nothing was kept
+        why = "The invitation email could not be sent, so nobody was invited. Try again later."
+        return refusal(request, why, to=page)
+    return done(request, page, f"Invited {address.strip()}: the email with their link is sent.")
 
 
 @project_action

@@ -33,7 +33,7 @@ from .notifications import (
     notifications_unsubscribe,
     webhook_off_notify,
 )
-from .people import person_change
+from .people import person_change, person_invite
 from .projects import (
     application_create,
     application_delete,
@@ -131,6 +131,7 @@ __all__ = [
     "fact_save",
     "membership_remove",
     "person_change",
+    "person_invite",
     "membership_set",
     "memory_disable",
     "memory_enable",

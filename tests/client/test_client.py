@@ -264,3 +264,20 @@ def test_a_manager_holds_notes_for_review_and_trusts_an_agent(manager, portal, w
     manager.update_agent(project, world.agent.pk, trusted=True)
     assert portal.memory_status().held_count == 0
     assert manager.project_memory(project).setting.review_policy == "hold"
+
+
+def test_members_people_and_runs_through_the_client(live_server, manager, world, make_user):
+    project = world.project.slug
+    make_user("dora")
+    manager.add_member(project, "dora", "member")
+    assert ("dora", "member") in {(m.username, m.role) for m in manager.list_members(project)}
+    manager.remove_member(project, "dora")
+    assert "dora" not in {m.username for m in manager.list_members(project)}
+    with pytest.raises(MemoryPortalError) as last:
+        manager.remove_member(project, world.manager.username)
+    assert last.value.code == "project_last_manager"
+    runs = manager.list_runs(project, agent=world.agent.pk, limit=5)
+    assert [r.id for r in runs.runs] == [world.run.pk] and runs.runs[0].task_key == "PIN-42"
+    with Client(live_server.url, _admin_token(make_user)) as admin:
+        dora = admin.update_person("dora", active=False)
+        assert not dora.active and {p.username for p in admin.list_people()} >= {"dora", "root"}

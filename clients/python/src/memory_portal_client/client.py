@@ -357,6 +357,47 @@ class _Routes:
         body = {"username": username, "role": role}
         return self._send(_Call("POST", path, json=body, parse=m.Member.from_json))
 
+    def list_members(self, project: str) -> list[m.Member]:
+        """The project's members and roles, managers first."""
+        path = f"/api/admin/projects/{_seg(project)}/members"
+        return self._send(
+            _Call("GET", path, parse=lambda body: m.MemberList.from_json(body).members)
+        )
+
+    def remove_member(self, project: str, username: str) -> None:
+        """Take a person out of the project; never its last manager (`project_last_manager`)."""
+        path = f"/api/admin/projects/{_seg(project)}/members/{_seg(username)}"
+        return self._send(_Call("DELETE", path))
+
+    def list_people(self) -> list[m.Person]:
+        """Every person of the server (administrators)."""
+        return self._send(
+            _Call("GET", "/api/admin/people", parse=lambda body: m.People.from_json(body).people)
+        )
+
+    def update_person(
+        self, username: str, *, active: bool | None = None, administrator: bool | None = None
+    ) -> m.Person:
+        """Switch a person off or on, make or unmake an administrator (administrators; never
+        oneself). Switched off, their API tokens stop at once."""
+        body = {k: v for k, v in {"active": active, "administrator": administrator}.items()
+                if v is not None}  # fmt: skip
+        path = f"/api/admin/people/{_seg(username)}"
+        return self._send(_Call("PATCH", path, json=body, parse=m.Person.from_json))
+
+    def list_runs(
+        self, project: str, *, limit: int | None = None, offset: int | None = None, **filters: Any
+    ) -> m.RunList:
+        """A page of the project's runs, newest first. `filters` are the Runs tab's: agent,
+        status, task_key, started_from, started_to."""
+        params = {
+            k: _jsonable(v)
+            for k, v in {**filters, "limit": limit, "offset": offset}.items()
+            if v is not None
+        }
+        path = f"/api/admin/projects/{_seg(project)}/runs"
+        return self._send(_Call("GET", path, params=params, parse=m.RunList.from_json))
+
     def create_application(self, project: str, id: str, name: str = "") -> str:
         path = f"/api/admin/projects/{_seg(project)}/applications"
         return self._send(_Call("POST", path, json={"id": id, "name": name}, parse=_created_id))

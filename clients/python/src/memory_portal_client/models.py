@@ -392,6 +392,62 @@ class Member(Model):
 
 
 @dataclass(frozen=True)
+class MemberList(Model):
+    __schema__ = "MemberListOut"
+    members: list[Member]
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass(frozen=True)
+class Person(Model):
+    """A person of the server, as administrators see them."""
+
+    __schema__ = "PersonOut"
+    username: str
+    email: str | None
+    active: bool
+    administrator: bool
+    projects: int
+    last_login: datetime | None
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass(frozen=True)
+class People(Model):
+    __schema__ = "PeopleOut"
+    people: list[Person]
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass(frozen=True)
+class RunRow(Model):
+    """A run as the project's list of runs shows it."""
+
+    __schema__ = "RunRowOut"
+    id: str
+    agent_id: str
+    parent_run_id: str | None
+    top_level_run_id: str
+    status: str
+    task_key: str | None
+    step: str | None
+    tool_calls: int
+    started_at: datetime
+    finished_at: datetime | None
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass(frozen=True)
+class RunList(Model):
+    __schema__ = "RunListOut"
+    runs: list[RunRow]
+    limit: int
+    offset: int
+    next_offset: int | None
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass(frozen=True)
 class Created(Model):
     """The id of what a create route made (a project, application, agent, repository)."""
 
@@ -566,7 +622,8 @@ OPTIONAL_EXTRAS = {"RevertNoteOut": {"selected", "why", "reason"}}
 MODELS: list[type[Model]] = [
     ToolDefinition, Tools, Evidence, Entry, Recovery, Page, DailyDates, WriteResult, Status,
     Forgotten, Restored, ScratchpadItem, Scratchpad, Memory, MemoryList, RecalledMemory, Recall,
-    Run, AgentKey, AgentKeyRow, AgentKeyList, Member, Created, RepositoryLink, Setting,
+    Run, AgentKey, AgentKeyRow, AgentKeyList, Member, MemberList, Person, People, RunRow,
+    RunList, Created, RepositoryLink, Setting,
     ProjectNote, ProjectMemory, NoteState, RevertNote, Revert, RevertUndo, ImportMember,
     ImportResult,
 ]  # fmt: skip

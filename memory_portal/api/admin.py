@@ -217,9 +217,7 @@ def person_patch(request, username: str, body: s.PersonIn):
     at once) or make or unmake an administrator (administrators; never oneself: 403
     `memory_forbidden`)."""
     actor = person(request)
-    user = selectors.people_overview(actor=actor).filter(username=username).first()
-    if user is None:
-        raise MemoryPortalError("not_found", f"No person {username}.")
+    user = selectors.person_get(actor=actor, username=username)
     changed = services.person_change(
         actor=actor, user=user, active=body.active, administrator=body.administrator
     )

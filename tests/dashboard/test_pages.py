@@ -604,7 +604,9 @@ def test_a_note_page_steps_through_the_list_it_was_opened_from(world, manager_cl
 
     def page(note, origin):
         url = reverse("dashboard:note", args=[SLUG, note.pk]) + "?from=" + quote(origin, safe="")
-        return manager_client.get(url).content.decode()
+        response = manager_client.get(url)
+        assert response.status_code == 200, origin  # a bad `from` never hides the note
+        return response.content.decode()
 
     def note_link(note, origin):
         keep = quote(origin, safe="")
@@ -627,5 +629,6 @@ def test_a_note_page_steps_through_the_list_it_was_opened_from(world, manager_cl
     assert "Notes of Runtime helper" in page(notes[0], agent)
     # No list, a list it is not in, or a path that is not this project's lists: no steps.
     for origin in ["", f"/p/{SLUG}/?trust=rejected", "/p/other/", "https://evil.example/p/acme-web/",
-                   f"/p/{SLUG}/runs/", "//evil.example/p/acme-web/"]:  # fmt: skip
+                   f"/p/{SLUG}/runs/", "//evil.example/p/acme-web/",
+                   f"/p/{SLUG}/agents/agt_nobody/"]:  # fmt: skip
         assert 'class="note-steps"' not in page(notes[0], origin), origin

@@ -65,6 +65,8 @@ def test_people_are_for_administrators_only(world, manager_client, admin):
     assert world.member.is_active
     unknown = reverse("dashboard:person-change", args=["x", "boom"])
     assert client_for(admin).post(unknown).status_code == 404
+    nobody = reverse("dashboard:person-change", args=["nobody", "deactivate"])
+    assert client_for(admin).post(nobody).status_code == 404
 
 
 def test_the_admin_api_lists_and_changes_people(world, admin, client):

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from memory_portal.memory import selectors
 from memory_portal.memory.access import is_administrator
+from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.recall.service import recall
 from memory_portal.memory.validation import REVIEW_REASON_MAX
 
@@ -139,7 +140,10 @@ def note_steps(request, access, note_id: str) -> Steps | None:
     if match.url_name == "project":
         ordered, label = sorted_notes(query, access, rows)[1].data.data, "Notes"
     elif match.url_name == "agent":
-        agent = agent_of(request, access, match.kwargs["agent_id"])
+        try:
+            agent = agent_of(request, access, match.kwargs["agent_id"])
+        except MemoryPortalError:  # a `from` naming no agent of the project: no steps
+            return None
         fixed = {"agent": agent.pk}
         ordered = sorted_notes(query, access, rows, fixed=fixed)[1].data.data
         label = f"Notes of {agent.name}"

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from memory_portal.memory import selectors, services
 from memory_portal.memory.errors import MemoryPortalError
 
-from .base import actor_of, done, person_view, refusal
+from .base import actor_of, done, not_found_edge, person_view, refusal
 
 # A person's verbs on the People page: what each sets, and what the person is told.
 PERSON_VERBS = {
@@ -37,11 +37,9 @@ def person_change(request, username, verb):
     page = reverse("dashboard:people")
     changes, message = PERSON_VERBS[verb]
     try:
-        person = selectors.people_overview(actor=actor_of(request)).filter(username=username)
-        user = person.first()
-        if user is None:
-            raise Http404("No such person.")
+        user = selectors.person_get(actor=actor_of(request), username=username)
         services.person_change(actor=actor_of(request), user=user, **changes)
     except MemoryPortalError as err:
+        not_found_edge(err)  # no such person: a 404, as for any unknown id
         return refusal(request, err, to=page)
     return done(request, page, message.format(name=username))

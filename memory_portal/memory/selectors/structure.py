@@ -141,6 +141,14 @@ def people_overview(*, actor: Actor) -> QuerySet:
     )
 
 
+def person_get(*, actor: Actor, username: str) -> AbstractBaseUser:
+    """One person of the server, as `people_overview` lists them (administrators)."""
+    person = people_overview(actor=actor).filter(username=username).first()
+    if person is None:
+        raise MemoryPortalError("not_found", f"No person {username}.")
+    return person
+
+
 def project_members(*, actor: Actor, project: Project) -> list[Membership]:
     """The project's members, managers first, then by username (any member reads them)."""
     require_member(actor, project)

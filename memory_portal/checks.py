@@ -106,3 +106,20 @@ def email_configured(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             id="memory_portal.I003",
         )
     ]
+
+
+def sign_on_over_https(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Single sign-on's provider reached over plain HTTP: its keys, and so every token it
+    signs, could be anyone's on the way."""
+    from django.conf import settings
+
+    if not settings.SSO_ENABLED or settings.OIDC_ISSUER.startswith("https://"):
+        return []
+    return [
+        checks.Warning(
+            f"MEMORY_PORTAL_OIDC_ISSUER is {settings.OIDC_ISSUER}, not an https:// address: "
+            "the provider's keys and answers travel unprotected.",
+            hint="Use the provider's https:// issuer (its discovery document names it).",
+            id="memory_portal.W005",
+        )
+    ]

@@ -312,6 +312,69 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "").strip() or (
     "Memory Portal <memory-portal@localhost>"
 )
 
+# --- Single sign-on: OpenID Connect (memory_portal/dashboard/sso.py) ---------------------------
+# Off unless MEMORY_PORTAL_OIDC_ISSUER names the identity provider (its discovery document is
+# read from ISSUER/.well-known/openid-configuration when someone first signs in). The login page
+# then offers "Sign in with NAME"; a person is made on first sign-in and found by verified email
+# after that. docs/OPERATIONS.md, "Single sign-on", has a worked example.
+OIDC_ISSUER = os.environ.get("MEMORY_PORTAL_OIDC_ISSUER", "").strip().rstrip("/")
+SSO_ENABLED = bool(OIDC_ISSUER)
+OIDC_PROVIDER_NAME = os.environ.get("MEMORY_PORTAL_OIDC_NAME", "").strip() or "single sign-on"
+# mozilla-django-oidc's own settings, read by its views and backend.
+OIDC_RP_CLIENT_ID = os.environ.get("MEMORY_PORTAL_OIDC_CLIENT_ID", "").strip()
+OIDC_RP_CLIENT_SECRET = os.environ.get("MEMORY_PORTAL_OIDC_CLIENT_SECRET", "").strip()
+OIDC_RP_SCOPES = " ".join(env_list("MEMORY_PORTAL_OIDC_SCOPES", ["openid", "email", "profile"]))
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("MEMORY_PORTAL_OIDC_TIMEOUT", 10)
+OIDC_AUTHENTICATION_CALLBACK_URL = "sso_callback"
+# A claim listing the person's groups, and what each group makes them in which project:
+# `MEMORY_PORTAL_OIDC_ROLES=platform-leads=payments:manager,platform=payments:member`. The
+# projects it names follow the provider at every sign-in (role raised, lowered or removed).
+OIDC_GROUPS_CLAIM = os.environ.get("MEMORY_PORTAL_OIDC_GROUPS_CLAIM", "").strip()
+
+
+def _parse_roles(raw: str) -> tuple[tuple[str, str, str], ...]:
+    rules = []
+    for item in raw.split(","):
+        group, sep, target = item.strip().rpartition("=")
+        slug, colon, role = target.partition(":")
+        if not (sep and group.strip() and colon and slug.strip()) or role not in {
+            "member",
+            "manager",
+        }:
+            raise ValueError(item)
+        rules.append((group.strip(), slug.strip(), role))
+    return tuple(rules)
+
+
+OIDC_ROLES = _env(
+    "MEMORY_PORTAL_OIDC_ROLES",
+    (),
+    _parse_roles,
+    "comma-separated GROUP=PROJECT:ROLE rules, ROLE member or manager",
+)
+# Password login and reset switched off: everyone signs in through the provider.
+OIDC_ONLY = env_bool("MEMORY_PORTAL_OIDC_ONLY", False)
+if SSO_ENABLED and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "MEMORY_PORTAL_OIDC_ISSUER is set: set MEMORY_PORTAL_OIDC_CLIENT_ID and "
+        "MEMORY_PORTAL_OIDC_CLIENT_SECRET too (the provider gives both when the server is "
+        "registered as a client)."
+    )
+if OIDC_ONLY and not SSO_ENABLED:
+    raise ImproperlyConfigured(
+        "MEMORY_PORTAL_OIDC_ONLY=true needs MEMORY_PORTAL_OIDC_ISSUER: nobody could sign in."
+    )
+if OIDC_ROLES and not OIDC_GROUPS_CLAIM:
+    raise ImproperlyConfigured(
+        "MEMORY_PORTAL_OIDC_ROLES needs MEMORY_PORTAL_OIDC_GROUPS_CLAIM (the claim, e.g. groups)."
+    )
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "memory_portal.dashboard.sso.SignInBackend",
+]
+
 # --- Tasks ------------------------------------------------------------------------------------
 # Where background tasks (the daily review) run. `immediate` (the default: `make run` needs
 # nothing else) runs each in the process that enqueues it — the cron command, or the request of

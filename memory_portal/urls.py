@@ -7,7 +7,9 @@ from django.views.decorators.csrf import csrf_exempt
 from memory_portal import health, metrics
 from memory_portal.api.api import api, unknown_route
 from memory_portal.api.mcp_server import mcp_view
+from memory_portal.dashboard import sso
 from memory_portal.dashboard import views as dashboard_views
+from memory_portal.dashboard.views.base import with_passwords
 
 handler400 = "memory_portal.failures.bad_request"
 handler500 = "memory_portal.failures.server_error"
@@ -20,27 +22,33 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", dashboard_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    # Django's own password reset: the same link sets an invited person's first password.
+    # Single sign-on (OpenID Connect), when MEMORY_PORTAL_OIDC_ISSUER is set.
+    path("sso/start/", sso.sign_in_start, name="sso_start"),
+    path("sso/callback/", sso.sign_in_callback, name="sso_callback"),
+    # Django's own password reset: the same link sets an invited person's first password. Not
+    # found under MEMORY_PORTAL_OIDC_ONLY, where nobody signs in with a password.
     path(
         "password/reset/",
-        auth_views.PasswordResetView.as_view(
-            email_template_name="registration/password_reset_email.txt"
+        with_passwords(
+            auth_views.PasswordResetView.as_view(
+                email_template_name="registration/password_reset_email.txt"
+            )
         ),
         name="password_reset",
     ),
     path(
         "password/reset/sent/",
-        auth_views.PasswordResetDoneView.as_view(),
+        with_passwords(auth_views.PasswordResetDoneView.as_view()),
         name="password_reset_done",
     ),
     path(
         "password/set/<uidb64>/<token>/",
-        auth_views.PasswordResetConfirmView.as_view(),
+        with_passwords(auth_views.PasswordResetConfirmView.as_view()),
         name="password_reset_confirm",
     ),
     path(
         "password/set/done/",
-        auth_views.PasswordResetCompleteView.as_view(),
+        with_passwords(auth_views.PasswordResetCompleteView.as_view()),
         name="password_reset_complete",
     ),
     path("api/", api.urls),

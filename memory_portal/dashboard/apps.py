@@ -10,6 +10,7 @@ class DashboardConfig(AppConfig):
         from memory_portal.checks import (
             email_configured,
             one_process_on_sqlite,
+            sign_on_over_https,
             static_files_collected,
         )
 
@@ -17,3 +18,4 @@ class DashboardConfig(AppConfig):
         checks.register(static_files_collected, checks.Tags.staticfiles, deploy=True)
         checks.register(one_process_on_sqlite, checks.Tags.database, deploy=True)
         checks.register(email_configured, checks.Tags.mail, deploy=True)
+        checks.register(sign_on_over_https, checks.Tags.security, deploy=True)

@@ -39,6 +39,7 @@ class AuditAction(models.TextChoices):
     MEMBERSHIP_REMOVE = "membership.remove", "member removed"
     PERSON_CHANGE = "person.change", "person switched off or on, or administrator changed"
     PERSON_INVITE = "person.invite", "person invited by email"
+    PERSON_SIGN_IN = "person.sso", "person signed in through single sign-on for the first time"
     REPOSITORY_CREATE = "repository.create", "repository registered"
     REPOSITORY_LINK = "repository.link", "repository linked"
     AGENT_CREATE = "agent.create", "agent created"

@@ -90,9 +90,10 @@ class BrowserPage:
 
 @pytest.fixture
 def open_page(browser, live_server):
-    """open_page(user=None, width="desktop", javascript=True, touch=False, dark=False) ->
-    BrowserPage; a user is logged in by cookie; `touch`: a touch screen, as a phone's (taps,
-    no hover); `dark`: the system asks for a dark theme (prefers-color-scheme)."""
+    """open_page(user=None, width="desktop", javascript=True, touch=False, dark=False,
+    trust=None) -> BrowserPage; a user is logged in by cookie; `touch`: a touch screen, as a
+    phone's (taps, no hover); `dark`: the system asks for a dark theme (prefers-color-scheme);
+    `trust`: an https origin with a test certificate (the test OpenID provider)."""
     contexts = []
 
     def open_(
@@ -102,9 +103,13 @@ def open_page(browser, live_server):
         javascript: bool = True,
         touch: bool = False,
         dark: bool = False,
+        trust: str | None = None,
     ) -> BrowserPage:
         w, h = WIDTHS[width]
         context = browser.new_context(
+            # `trust`: an https origin whose test certificate the browser accepts (the test
+            # OpenID provider's).
+            ignore_https_errors=trust is not None,
             viewport={"width": w, "height": h},
             java_script_enabled=javascript,
             has_touch=touch,

@@ -289,3 +289,68 @@ def test_check_deploy_is_clean_under_production_settings(tmp_path):
     result = check(EMAIL_URL="smtp://mail.example.com:25")
     assert result.returncode != 0
     assert "memory_portal.W004" in result.stdout + result.stderr
+
+
+def test_single_sign_on_settings_are_checked_at_start(settings):
+    """A provider over plain HTTP is a deployment warning; SSO half configured, ONLY without a
+    provider, role rules without a groups claim or in a bad shape stop the start."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from memory_portal.checks import sign_on_over_https
+
+    settings.SSO_ENABLED, settings.OIDC_ISSUER = True, "http://idp.example.com"
+    assert [m.id for m in sign_on_over_https()] == ["memory_portal.W005"]
+    settings.OIDC_ISSUER = "https://idp.example.com"
+    assert sign_on_over_https() == []
+    root = Path(__file__).resolve().parents[2]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_PORTAL_OIDC")}
+    issuer = {"MEMORY_PORTAL_OIDC_ISSUER": "https://idp.example.com"}
+    client = {"MEMORY_PORTAL_OIDC_CLIENT_ID": "portal", "MEMORY_PORTAL_OIDC_CLIENT_SECRET": "s"}
+    cases = [
+        (issuer, "MEMORY_PORTAL_OIDC_CLIENT_ID"),
+        ({"MEMORY_PORTAL_OIDC_ONLY": "true"}, "needs MEMORY_PORTAL_OIDC_ISSUER"),
+        ({**issuer, **client, "MEMORY_PORTAL_OIDC_ROLES": "a=b:member"}, "GROUPS_CLAIM"),
+        (
+            {
+                **issuer,
+                **client,
+                "MEMORY_PORTAL_OIDC_GROUPS_CLAIM": "groups",
+                "MEMORY_PORTAL_OIDC_ROLES": "leads=payments:owner",
+            },
+            "GROUP=PROJECT:ROLE",
+        ),
+    ]
+    for extra, said in cases:
+        result = subprocess.run(
+            [sys.executable, "-c", "import memory_portal.settings"],
+            cwd=root,
+            env={**base, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode != 0 and said in result.stderr, (extra, result.stderr[-500:])
+    fine = {
+        **issuer,
+        **client,
+        "MEMORY_PORTAL_OIDC_GROUPS_CLAIM": "groups",
+        "MEMORY_PORTAL_OIDC_ROLES": "leads=payments:manager, team=payments:member",
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import memory_portal.settings as s; print(s.OIDC_ROLES, s.SSO_ENABLED)",
+        ],
+        cwd=root,
+        env={**base, **fine},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == (
+        "(('leads', 'payments', 'manager'), ('team', 'payments', 'member')) True"
+    ), result.stderr

@@ -38,11 +38,40 @@ MEMORY_PAGE = "dashboard/project_memory.html"
 SETTINGS_PAGE = "dashboard/project_settings.html"
 
 
+def with_passwords(view: Callable) -> Callable:
+    """A page of password login or reset: not found when everyone signs in through the
+    identity provider (MEMORY_PORTAL_OIDC_ONLY)."""
+
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if settings.OIDC_ONLY:
+            raise Http404("Password sign-in is switched off on this server.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
 class LoginView(auth_views.LoginView):
-    """Django's login with failed attempts throttled per (username, client address)."""
+    """Django's login with failed attempts throttled per (username, client address), and
+    "Sign in with …" when single sign-on is set up (the form alone under OIDC_ONLY)."""
 
     form_class = ThrottledAuthenticationForm
     redirect_authenticated_user = True
+
+    def post(self, request, *args, **kwargs):
+        if settings.OIDC_ONLY:  # nothing read, nothing counted: the page, refusing
+            response = self.get(request, *args, **kwargs)
+            response.status_code = 403
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(
+            sso=settings.SSO_ENABLED,
+            sso_name=settings.OIDC_PROVIDER_NAME,
+            passwords=not settings.OIDC_ONLY,
+            **kwargs,
+        )
 
     def form_invalid(self, form):
         response = super().form_invalid(form)

@@ -33,7 +33,7 @@ from .notifications import (
     notifications_unsubscribe,
     webhook_off_notify,
 )
-from .people import person_change, person_invite
+from .people import person_change, person_invite, person_sign_in
 from .projects import (
     application_create,
     application_delete,
@@ -132,6 +132,7 @@ __all__ = [
     "membership_remove",
     "person_change",
     "person_invite",
+    "person_sign_in",
     "membership_set",
     "memory_disable",
     "memory_enable",

@@ -6,6 +6,8 @@ one, so the server always keeps an active administrator."""
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
@@ -25,7 +27,9 @@ from ..audit_actions import AuditAction
 from ..errors import MemoryPortalError, invalid
 from ..models import Role
 from ._common import audit
-from .projects import membership_set
+from .projects import membership_remove, membership_set
+
+log = logging.getLogger(__name__)
 
 USERNAME_MAX = 150  # Django's username field: the invited address is the username
 
@@ -83,7 +87,8 @@ def person_invite(*, actor: Actor, project, email: str, role: str, link_base: st
     password — Django's own password-reset token (signed, single use: it stops working once
     the password is set; expiring after PASSWORD_RESET_TIMEOUT). The email is sent before the
     transaction ends, so a mail server that refuses it leaves nothing behind. `link_base`:
-    the server's address, for the link."""
+    the server's address, for the link. Under OIDC_ONLY the link is the login page: they sign
+    in through the identity provider with this address."""
     require_manager(actor, project)
     if not settings.EMAIL_ENABLED:
         raise invalid(
@@ -113,10 +118,19 @@ def person_invite(*, actor: Actor, project, email: str, role: str, link_base: st
         user.save()
         membership_set(actor=actor, project=project, user=user, role=role)
         audit(actor=actor, action=AuditAction.PERSON_INVITE, project=project, target=user.username)
-        uid = urlsafe_base64_encode(force_bytes(user.pk))
-        token = default_token_generator.make_token(user)
-        url = link_base.rstrip("/") + reverse("password_reset_confirm", args=[uid, token])
-        context = {"project": project, "role": role, "url": url, "by": actor.user}
+        if settings.OIDC_ONLY:  # no password here: they sign in through the provider
+            url = link_base.rstrip("/") + reverse("login")
+        else:
+            uid = urlsafe_base64_encode(force_bytes(user.pk))
+            token = default_token_generator.make_token(user)
+            url = link_base.rstrip("/") + reverse("password_reset_confirm", args=[uid, token])
+        context = {
+            "project": project,
+            "role": role,
+            "url": url,
+            "by": actor.user,
+            "sso": settings.OIDC_PROVIDER_NAME if settings.OIDC_ONLY else "",
+        }
         EmailMessage(
             subject=f"You are invited to {project.name} on Memory Portal",
             body=render_to_string("email/invitation.txt", context),
@@ -124,3 +138,88 @@ def person_invite(*, actor: Actor, project, email: str, role: str, link_base: st
             headers={"Auto-Submitted": "auto-generated"},
         ).send()
     return user
+
+
+def person_sign_in(*, email, email_verified: bool, name: str = "", groups: list[str]):
+    """The person an identity provider vouches for (single sign-on): found by their verified
+    email (or an account named by it, as an invitation makes), or made on first sign-in with
+    no password; then, for each project the role rules (settings.OIDC_ROLES) name, their role
+    set to the highest their groups give — added, raised, lowered, or removed when no group
+    gives one (never the last manager: logged and kept). Audited as the system: `person.sso`
+    when the account is made, `membership.set` / `membership.remove` for each change. Refused:
+    no verified email, or an address two accounts share."""
+    address = email.strip() if isinstance(email, str) else ""
+    try:
+        validate_email(address)
+    except ValidationError:
+        address = ""
+    if not address or not email_verified or len(address) > USERNAME_MAX:
+        raise MemoryPortalError(
+            "memory_forbidden",
+            "The identity provider did not vouch for an email address, so nobody can be "
+            "matched.",
+            hint="Ask the provider's administrator to release a verified email claim.",
+        )
+    people = get_user_model().objects
+    with transaction.atomic():
+        found = list(
+            people.select_for_update().filter(
+                Q(email__iexact=address) | Q(username__iexact=address)
+            )[:2]
+        )
+        if len(found) > 1:
+            raise MemoryPortalError(
+                "memory_forbidden",
+                f"Two accounts here answer to {address}.",
+                hint="Ask an administrator to give each account its own address.",
+            )
+        if found:
+            user = found[0]
+        else:
+            first, _, last = (name or "").strip().partition(" ")
+            user = people.model(
+                username=address.lower(),
+                email=address,
+                first_name=first[:150],
+                last_name=last[:150],
+            )
+            user.set_unusable_password()
+            user.save()
+            audit(
+                actor=None,
+                action=AuditAction.PERSON_SIGN_IN,
+                project=None,
+                target=user.username,
+            )
+        if user.is_active:
+            _roles_follow_groups(user, set(groups))
+    return user
+
+
+def _roles_follow_groups(user, groups: set[str]) -> None:
+    """The person's role in each project the rules name, as their groups give it."""
+    from ..models import Membership, Project
+
+    wanted: dict[str, str | None] = {}
+    for group, slug, role in settings.OIDC_ROLES:
+        best = wanted.get(slug)
+        if group in groups and (best is None or role == Role.MANAGER):
+            best = role
+        wanted[slug] = best
+    projects = {p.slug: p for p in Project.objects.filter(slug__in=wanted)}
+    current = dict(
+        Membership.objects.filter(user=user, project__slug__in=wanted).values_list(
+            "project__slug", "role"
+        )
+    )
+    for slug, role in wanted.items():
+        project = projects.get(slug)
+        if project is None or current.get(slug) == role:
+            continue
+        try:
+            if role is None:
+                membership_remove(actor=None, project=project, user=user)
+            else:
+                membership_set(actor=None, project=project, user=user, role=role)
+        except MemoryPortalError as err:  # the last manager stays one
+            log.warning("sso: %s keeps their role in %s: %s", user.username, slug, err.message)

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint migrate demo bench bench-swarm bench-floor bench-scale faults fuzz clean
+.PHONY: run test lint migrate demo bench bench-swarm bench-floor bench-scale faults fuzz image-test clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ run: demo
 # few long tests. `$(BIN)/python -m pytest tests/…` runs a part in one process.
 test: $(STAMP)
 	$(BIN)/python -m pytest -n auto --dist worksteal
+
+# The container stack (compose.yaml) built and run with podman, checked from outside, taken
+# down: container/image-test says how.
+image-test: $(STAMP)
+	container/image-test
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -87,3 +87,13 @@ def test_readyz_without_collected_static_files_names_collectstatic(db, settings,
     response = Client().get("/readyz")
     assert response.status_code == 503
     assert "collectstatic" in response.json()["checks"]["static"]
+
+
+def test_the_probes_answer_over_plain_http_behind_https(db, settings):
+    """A container runtime or load balancer probes the process over plain HTTP: with HTTPS
+    redirects on, /healthz and /readyz answer; every other page still redirects."""
+    settings.SECURE_SSL_REDIRECT = True
+    client = Client()
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/login/").status_code == 301

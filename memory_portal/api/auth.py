@@ -10,6 +10,8 @@ from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Project
 from memory_portal.memory.tokens import token_authenticate
 
+TOOLS_PATH = "/api/tools/"
+
 
 def bearer_value(request) -> str:
     """The value of `Authorization: Bearer <value>` ("" for no or another scheme)."""
@@ -36,7 +38,10 @@ class BearerAuth(HttpBearer):
         return self.authenticate(request, raw)
 
     def authenticate(self, request, token: str) -> Actor:
-        api_token = token_authenticate(token)
+        # An agent tool's call: the token check also takes the run's slot for it (one round
+        # trip fewer; memory/run_slots.py), given back when the request ends if unused.
+        tool_call = request.method == "POST" and request.path.startswith(TOOLS_PATH)
+        api_token = token_authenticate(token, take_slot=tool_call)
         if api_token.run_id is not None:
             project = api_token.run.project
             setting = project.memory_setting if Project.memory_setting.is_cached(project) else None

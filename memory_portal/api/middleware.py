@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from memory_portal.failures import is_api, json_error
 from memory_portal.memory.errors import MemoryPortalError
+from memory_portal.memory.run_slots import release_pretaken
 from memory_portal.memory.validation import CONTENT_MAX, FACT_MAX
 
 STATUS_CODES = {405: "method_not_allowed", 404: "not_found", 400: "memory_invalid"}
@@ -26,7 +27,12 @@ class ApiErrorEnvelopeMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        response = self.get_response(request)
+        try:
+            response = self.get_response(request)
+        finally:
+            # A slot the token check took for a call that never ran (the request was refused
+            # before it) is given back (memory/run_slots.py).
+            release_pretaken()
         if not request.path.startswith("/api/") or response.status_code < 400:
             return response
         if response.get("Content-Type", "").startswith("application/json"):

@@ -14,7 +14,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, models
 
-from . import counters, deadline
+from . import counters, deadline, run_slots
 from .models import MemorySetting
 
 
@@ -364,9 +364,9 @@ _CLEAN_WRITE = (
     "  WHERE project_id = %s AND EXISTS (SELECT 1 FROM ins) RETURNING {columns}),"
     " event AS ({event}),"
     " outbox AS (INSERT INTO memory_event (project_id, number, type, data, created_at)"
-    "  SELECT %s, bump.event_seq, %s, %s, %s FROM bump)"
+    "  SELECT %s, bump.event_seq, %s, %s, %s FROM bump){given}"
     " SELECT (SELECT id FROM event), (SELECT tool_calls FROM taken), bump.*"
-    " FROM (SELECT 1) one LEFT JOIN bump ON true;"
+    " FROM (SELECT 1) one LEFT JOIN bump ON true{restored};"
     " {end}"
 )
 _TAKEN_CALL = (
@@ -375,6 +375,14 @@ _TAKEN_CALL = (
     " counted AS ({counted})"
 )
 _TAKEN_NONE = "taken AS (SELECT NULL::integer AS tool_calls FROM clean)"
+# The call's slot given back with the note (memory/run_slots.py): deleted, and the session's
+# statement bound restored, only if the note was written.
+_GIVEN = (
+    ", given AS (DELETE FROM memory_run_slot WHERE run_id = %s AND slot = %s"
+    "  AND EXISTS (SELECT 1 FROM ins)),"
+    " restored AS (SELECT set_config('statement_timeout', %s, false) AS bound FROM ins)"
+)
+_RESTORED = " LEFT JOIN restored ON true"
 
 
 def write_clean(
@@ -414,7 +422,14 @@ def write_clean(
         call_now = _DATETIME.get_db_prep_save(call.now, connection=db)
         taken_params = [call.run_id, call.budget, call.run_id, call.tool, call_now]
     inside = db.in_atomic_block
+    # Outside a transaction of the caller's, the call's slot goes back in this one.
+    slot = None if inside else run_slots.held()
+    given_params = []
+    if slot is not None:
+        given_params = [slot.run_id, slot.slot, str(settings.DB_STATEMENT_TIMEOUT_MS)]
     sql = _CLEAN_WRITE.format(
+        given=_GIVEN if slot is not None else "",
+        restored=_RESTORED if slot is not None else "",
         begin="SAVEPOINT clean_write" if inside else "BEGIN",
         end="RELEASE SAVEPOINT clean_write" if inside else "COMMIT",
         lock_ms=deadline.statement_ms(settings.DB_LOCK_TIMEOUT_MS),
@@ -433,7 +448,7 @@ def write_clean(
         p, write.epoch, p, write.cap, p, write.top_level_run_id, write.quota,
         p, write.place_key, write.content_key,
         *taken_params, *note_params, now, *added, p, *event_params,
-        p, outbox.type, data, created,
+        p, outbox.type, data, created, *given_params,
     ]  # fmt: skip
     with db.cursor() as cursor:
         try:
@@ -452,6 +467,8 @@ def write_clean(
     event_id, calls_used, setting_row = row[0], row[1], row[2:]
     if event_id is None:
         return None
+    if slot is not None:
+        slot.given = True
     event.pk = event_id
     _saved(note, db)
     _saved(event, db)
@@ -476,7 +493,8 @@ class Joined:
 _SELECTS: dict[tuple, tuple[str, list]] = {}
 
 
-def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, list]:
+def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, str, list]:
+    """The SELECT's column list, its FROM … WHERE, and how to split a row into instances."""
     key = (tables, where, db.vendor)
     plan = _SELECTS.get(key)
     if plan is None:
@@ -487,27 +505,39 @@ def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, list]
             columns += [f"{table.alias}.{qn(f.column)}" for f in fields]
             parts.append((table.model, len(fields), _row_plan(table.model, db)[1]))
         first, *rest = tables
-        sql = f"SELECT {', '.join(columns)} FROM {qn(first.model._meta.db_table)} {first.alias}"
+        sql = f"FROM {qn(first.model._meta.db_table)} {first.alias}"
         for table in rest:
             sql += f" LEFT JOIN {qn(table.model._meta.db_table)} {table.alias} ON {table.on}"
-        plan = (f"{sql} WHERE {where}", parts)
+        plan = (", ".join(columns), f"{sql} WHERE {where}", parts)
         _SELECTS[key] = plan
     return plan
 
 
 def select_joined(
-    tables: tuple[Joined, ...], where: str, params: list
-) -> list[models.Model | None] | None:
+    tables: tuple[Joined, ...],
+    where: str,
+    params: list,
+    *,
+    before: tuple[str, list] | None = None,
+    after: tuple[str, list] | None = None,
+) -> tuple[list[models.Model | None] | None, tuple]:
     """The first row of `SELECT <every concrete column of each table> FROM … LEFT JOIN … WHERE
     where`, as one model instance per table (None where a join found no row), or None when no
-    row matches. Relations between the instances are left for the caller to wire."""
+    row matches; relations between the instances are left for the caller to wire. `before`:
+    a `WITH` clause and its params, put before the SELECT; `after`: more columns and their
+    params, whose values come back as the second item (empty without a row)."""
     db = _db()
-    sql, parts = _select_plan(tables, where, db)
+    columns, rest, parts = _select_plan(tables, where, db)
+    sql, all_params = f"SELECT {columns}", []
+    if before is not None:
+        sql, all_params = f"{before[0]} {sql}", [*before[1]]
+    if after is not None:
+        sql, all_params = f"{sql}, {after[0]}", [*all_params, *after[1]]
     with db.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"{sql} {rest}", [*all_params, *params])
         row = cursor.fetchone()
     if row is None:
-        return None
+        return None, ()
     objects: list[models.Model | None] = []
     start = 0
     for model, width, converters in parts:
@@ -517,7 +547,7 @@ def select_joined(
             objects.append(None)  # the LEFT JOIN found nothing
             continue
         objects.append(_instance(model, values, converters, db))
-    return objects
+    return objects, tuple(row[start:])
 
 
 # --- The call budget and the trace, for the API's call path -----------------------------------

@@ -11,7 +11,12 @@ that call could no longer be running (`hold_seconds`: the call's time bound and 
 the next call takes it over — a vanished host holds a run's slot for seconds, not until
 PostgreSQL notices its connection is gone (hours, with default keepalives). Rows hold no
 session state, so slots work the same behind a pooler in transaction mode. SQLite serves one
-process (gunicorn.conf.py runs one worker on it): the slots are counted in it."""
+process (gunicorn.conf.py runs one worker on it): the slots are counted in it.
+
+The hot path spends no round trip of its own on the slot: an agent tool's token check takes it
+in the same statement (`pretake_sql`, tokens.py; the call then holds what was taken), and a
+clean write gives it back in its own transaction (fastsql.write_clean, `held`). Any other call
+takes and gives back in a statement each."""
 
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -59,6 +66,95 @@ SELECT set_config('statement_timeout', %s, false)
 # runner (slots_sweep), an hour after they expired.
 SWEEP_AFTER_SECONDS = 3600
 HOLD_MARGIN_SECONDS = 2
+
+
+@dataclass
+class HeldSlot:
+    """A slot a call holds: its run's row and number; `given` once a statement of the call
+    has given it back (a clean write's own transaction)."""
+
+    run_id: str
+    slot: int
+    given: bool = False
+
+
+# The slot the token check took for the call to come (until the call holds it), and the slot
+# the current call holds. Each request of a worker thread starts with neither.
+_pretaken: ContextVar[HeldSlot | None] = ContextVar("memory_portal_pretaken_slot", default=None)
+_held: ContextVar[HeldSlot | None] = ContextVar("memory_portal_held_slot", default=None)
+
+
+def held() -> HeldSlot | None:
+    """The slot (a row, PostgreSQL) the current call holds, for a statement that can give it
+    back with its own work."""
+    slot = _held.get()
+    return slot if slot is not None and not slot.given else None
+
+
+def pretake_sql(run_of_token: str) -> tuple[str, str] | None:
+    """For the token check of an agent tool's call (PostgreSQL, a limit set): a `WITH` clause
+    that takes one of the run's slots and the two columns that say which (None: none free) and
+    set the session's statement bound, as `_TAKE` does. `run_of_token` is a query naming the
+    top-level run of the token's live run as `run` (no row for any other token). Params of
+    the clause, in order: those of `run_of_token`, then `pretake_params()`."""
+    limit, _ = _limits()
+    db = connections[DEFAULT_DB_ALIAS]
+    if limit <= 0 or db.vendor != "postgresql":
+        return None
+    with_sql = (
+        f"WITH callee AS ({run_of_token}),"
+        " free AS (SELECT callee.run, s FROM callee, generate_series(0, %s - 1) AS s"
+        "  WHERE NOT EXISTS (SELECT 1 FROM memory_run_slot AS held"
+        "   WHERE held.run_id = callee.run AND held.slot = s"
+        "   AND held.expires_at > clock_timestamp())"
+        "  ORDER BY random() LIMIT 1),"
+        " taken AS (INSERT INTO memory_run_slot AS held (run_id, slot, expires_at)"
+        "  SELECT run, s, clock_timestamp() + make_interval(secs => %s) FROM free"
+        "  ON CONFLICT (run_id, slot) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+        "   WHERE held.expires_at <= clock_timestamp()"
+        "  RETURNING held.run_id, held.slot)"
+    )
+    columns = (
+        "(SELECT slot FROM taken),"
+        " (SELECT set_config('statement_timeout', %s, false) FROM taken)"
+    )
+    return with_sql, columns
+
+
+def pretake_params() -> tuple[list, list]:
+    """The parameters of `pretake_sql`'s clause (after the run query's) and of its columns."""
+    limit, _ = _limits()
+    call = deadline.call_seconds() * 1000
+    bound = settings.DB_STATEMENT_TIMEOUT_MS
+    if call:
+        bound = min(bound, int(call))
+    return [limit, hold_seconds()], [str(bound)]
+
+
+def pretaken(run_id: str, slot: int | None) -> None:
+    """What the token check took for this request's call (None: every slot was busy; the call
+    waits for one as any other)."""
+    _pretaken.set(HeldSlot(run_id, slot) if slot is not None else None)
+
+
+def release_pretaken() -> None:
+    """At the end of every API request: a slot taken by its token check that no call came to
+    hold (the request was refused before) is given back."""
+    slot = _pretaken.get()
+    if slot is None:
+        return
+    _pretaken.set(None)
+    _give_back(connections[DEFAULT_DB_ALIAS], slot)
+
+
+def _give_back(db, slot: HeldSlot) -> None:
+    # A connection closed or broken during the call cannot give the slot back: its row
+    # expires instead (hold_seconds).
+    with contextlib.suppress(Exception):
+        if db.connection is not None and not db.needs_rollback:
+            configured = str(settings.DB_STATEMENT_TIMEOUT_MS)
+            with db.cursor() as cursor:
+                cursor.execute(_GIVE_BACK, [slot.run_id, slot.slot, configured])
 
 
 def _limits() -> tuple[int, float]:
@@ -115,6 +211,21 @@ def call_slot(top_level_run_id: str) -> Iterator[None]:
 
 @contextmanager
 def _row_slot(db, run_id: str, limit: int, wait: float) -> Iterator[None]:
+    taken = _pretaken.get()
+    if taken is not None and taken.run_id == run_id:
+        _pretaken.set(None)  # the token check took it: held from here
+    else:
+        taken = HeldSlot(run_id, _take(db, run_id, limit, wait))
+    token = _held.set(taken)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+        if not taken.given:
+            _give_back(db, taken)
+
+
+def _take(db, run_id: str, limit: int, wait: float) -> int:
     gives_up = time.monotonic() + wait
     hold = hold_seconds()
     while True:
@@ -125,21 +236,10 @@ def _row_slot(db, run_id: str, limit: int, wait: float) -> Iterator[None]:
             )
             row = cursor.fetchone()
         if row is not None:
-            break
+            return row[0]
         if time.monotonic() >= gives_up:
             raise run_busy(run_id, limit)
         time.sleep(POLL_SECONDS)
-    slot = row[0]
-    try:
-        yield
-    finally:
-        # A connection closed or broken during the call cannot give the slot back: its row
-        # expires instead (hold_seconds).
-        with contextlib.suppress(Exception):
-            if db.connection is not None and not db.needs_rollback:
-                configured = str(settings.DB_STATEMENT_TIMEOUT_MS)
-                with db.cursor() as cursor:
-                    cursor.execute(_GIVE_BACK, [run_id, slot, configured])
 
 
 # SQLite: the slots taken per run in this process, and the condition a waiting call waits on.

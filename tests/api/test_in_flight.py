@@ -188,3 +188,36 @@ def test_the_routine_runner_sweeps_slots_a_vanished_host_left(db):
     RunSlot.objects.create(run_id="run_recent", slot=0, expires_at=now - timedelta(minutes=5))
     call_command("memory_run_due_routines", stdout=io.StringIO())
     assert list(RunSlot.objects.values_list("run_id", flat=True)) == ["run_recent"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slot_the_token_check_took_comes_back_whatever_the_answer(client):
+    """A tool's token check takes the run's slot in its own statement (one round trip fewer);
+    a request refused before its call runs — a body that does not parse, a tool not offered,
+    an expired token — gives it back when it ends, and an answered call leaves none."""
+    from django.utils import timezone
+
+    from memory_portal.memory.models import ApiToken, Stage
+
+    from .conftest import Api
+
+    api = Api(client)
+    project = services.project_create(actor=None, slug="slots", name="Slots")
+    services.memory_enable(actor=None, project=project)
+    agent = services.agent_create(actor=None, project=project, name="A", stage=Stage.RUNTIME)
+    reviewer = services.agent_create(actor=None, project=project, name="R", stage=Stage.REVIEW)
+    runs = [services.run_create(actor=None, agent=a) for a in (agent, reviewer)]
+    token, reviewing = (services.token_create(actor=None, run=r)[1] for r in runs)
+    assert api.tool("memory_write", token, {"kind": "fact"}).status_code == 400
+    broken = client.post(
+        "/api/tools/memory_write", "{", content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )  # fmt: skip
+    assert broken.status_code == 400
+    assert api.tool("memory_write", reviewing, WRITE).status_code == 403  # not offered
+    assert api.tool("memory_status", token, {}).status_code == 200
+    assert api.tool("memory_write", token, WRITE).status_code == 200
+    assert not RunSlot.objects.exists()
+    ApiToken.objects.update(expires_at=timezone.now())
+    assert api.tool("memory_status", token, {}).status_code == 401
+    assert not RunSlot.objects.exists()

@@ -37,9 +37,8 @@ def test_memory_write_takes_at_most_ten_statements(api, tokens, world, settings)
     assert len(statements) <= WRITE_STATEMENTS, _listing(statements)
     _second, statements = _write(api, tokens.agent, "The cache warms up after the export")
     assert len(statements) <= WRITE_STATEMENTS, _listing(statements)
-    # PostgreSQL: the token check, the run's slot (memory/run_slots.py), the write, the slot
-    # given back; SQLite counts the slots in the process.
-    assert len(statements) <= (4 if connection.vendor == "postgresql" else 11), _listing(statements)
+    # SQLite counts the slots in the process; PostgreSQL's shape is the next test's.
+    assert len(statements) <= (3 if connection.vendor == "postgresql" else 11), _listing(statements)
     # The token check reads the token, run, agent, project and setting row once; the write
     # touches the setting row once more (its lock), and nothing is read twice.
     token_reads = [s for s in statements if "memory_apitoken" in s]
@@ -53,28 +52,41 @@ def test_memory_write_takes_at_most_ten_statements(api, tokens, world, settings)
         if "memory_run" in s and s not in token_reads and "memory_run_slot" not in s
     ]  # fmt: skip
     assert len(runs) == 1, "the budget is taken once, with the trace row"
-    if connection.vendor == "postgresql":
-        # One round trip: the lock, then one statement under it that inserts the note, its
-        # event and the call, and advances the revision, then the commit (inside the test's
-        # transaction, a savepoint and its release). No Python runs while the lock is held.
-        [write] = setting
-        slots = [s for s in statements if "memory_run_slot" in s]
-        assert len(slots) == 2 and statements.index(slots[0]) < statements.index(write)
-        assert write.startswith("SAVEPOINT clean_write; SET LOCAL statement_timeout = ")
-        assert write.endswith("RELEASE SAVEPOINT clean_write")
-        parts = [p.strip() for p in write.split("; ")]
-        assert parts[2].endswith("FOR UPDATE") and "revision = revision + 1" in parts[4]
-        for table in (
-            "project_memory_entry", "memory_auditevent", "memory_toolcallcount", "memory_event"
-        ):  # fmt: skip
-            assert f"INSERT INTO {table}" in parts[4] or f'INSERT INTO "{table}"' in parts[4]
-    else:
+    if connection.vendor != "postgresql":
         # The lock and the revision bump are one statement.
         assert setting[0].startswith("UPDATE"), _listing(statements)
     world.run.refresh_from_db()
     assert world.run.tool_calls == 2
     trace = {(c.tool, c.outcome): c.count for c in ToolCallCount.objects.filter(run=world.run)}
     assert trace == {("write", "ok"): 2}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_clean_write_is_two_round_trips(api, tokens, world):
+    """PostgreSQL, as a request runs (no transaction of the test's around it): the token check
+    that also takes the run's slot, then the write — the lock, one statement under it that
+    inserts the note, its event and the call, advances the revision and gives the slot back —
+    and its commit. No Python runs while the lock is held."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the round trips of PostgreSQL's write path")
+    _write(api, tokens.agent, "The nightly export runs at two")  # stamps the token's last use
+    _second, statements = _write(api, tokens.agent, "The cache warms up after the export")
+    assert len(statements) == 2, _listing(statements)
+    check, write = statements
+    assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
+    assert write.startswith("BEGIN; SET LOCAL statement_timeout = ") and write.endswith("COMMIT")
+    parts = [p.strip() for p in write.split("; ")]
+    assert parts[2].endswith("FOR UPDATE") and "revision = revision + 1" in parts[4]
+    for table in (
+        "project_memory_entry", "memory_auditevent", "memory_toolcallcount", "memory_event"
+    ):  # fmt: skip
+        assert f"INSERT INTO {table}" in parts[4] or f'INSERT INTO "{table}"' in parts[4]
+    assert "DELETE FROM memory_run_slot" in parts[4]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM memory_run_slot")
+        assert cursor.fetchone()[0] == 0, "every slot given back"
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "30s", "the session's bound restored"
 
 
 def test_the_token_check_is_one_statement(tokens, world):

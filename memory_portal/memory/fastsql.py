@@ -574,13 +574,23 @@ _COUNT_CALL = (
 
 
 def call_record(run_id: str, tool: str, outcome: str, *, now) -> None:
-    """Count one call of `tool` with `outcome` in one statement (insert or add one)."""
+    """Count one call of `tool` with `outcome` in one statement (insert or add one). The
+    trace row is a call's last statement: on PostgreSQL, outside a caller's transaction, the
+    slot the call holds goes back in the same round trip (memory/run_slots.py)."""
     db = _db()
     value = _DATETIME.get_db_prep_save(now, connection=db)
+    sql = _COUNT_CALL.format(rows="VALUES (%s, %s, %s, 1, %s)")
+    params = [run_id, tool, outcome, value]
+    slot = None
+    if db.vendor == "postgresql" and not db.in_atomic_block:
+        slot = run_slots.held()
+    if slot is not None:
+        sql = f"{sql}; {run_slots.GIVE_BACK}"
+        params += [slot.run_id, slot.slot, str(settings.DB_STATEMENT_TIMEOUT_MS)]
     with db.cursor() as cursor:
-        cursor.execute(
-            _COUNT_CALL.format(rows="VALUES (%s, %s, %s, 1, %s)"), [run_id, tool, outcome, value]
-        )
+        cursor.execute(sql, params)
+    if slot is not None:
+        slot.given = True
 
 
 def call_consume_and_record(run_id: str, tool: str, budget: int, *, now) -> int | None:

@@ -15,8 +15,8 @@ process (gunicorn.conf.py runs one worker on it): the slots are counted in it.
 
 The hot path spends no round trip of its own on the slot: an agent tool's token check takes it
 in the same statement (`pretake_sql`, tokens.py; the call then holds what was taken), and a
-clean write gives it back in its own transaction (fastsql.write_clean, `held`). Any other call
-takes and gives back in a statement each."""
+clean write gives it back in its own transaction (fastsql.write_clean, `held`), any other call
+with its trace row (fastsql.call_record). Other transports take it in a statement of its own."""
 
 from __future__ import annotations
 
@@ -58,10 +58,12 @@ WITH free AS (
 )
 SELECT slot, set_config('statement_timeout', %(bound)s, false) FROM taken
 """
-_GIVE_BACK = """
-WITH given AS (DELETE FROM memory_run_slot WHERE run_id = %s AND slot = %s)
-SELECT set_config('statement_timeout', %s, false)
-"""
+# Params: the run, the slot, the configured statement timeout. Also sent after the trace row
+# of a call, in its round trip (fastsql.call_record).
+GIVE_BACK = (
+    "WITH given AS (DELETE FROM memory_run_slot WHERE run_id = %s AND slot = %s)"
+    " SELECT set_config('statement_timeout', %s, false)"
+)
 # Expired rows of runs nobody calls any more (their host died mid-call): swept by the routine
 # runner (slots_sweep), an hour after they expired.
 SWEEP_AFTER_SECONDS = 3600
@@ -154,7 +156,7 @@ def _give_back(db, slot: HeldSlot) -> None:
         if db.connection is not None and not db.needs_rollback:
             configured = str(settings.DB_STATEMENT_TIMEOUT_MS)
             with db.cursor() as cursor:
-                cursor.execute(_GIVE_BACK, [slot.run_id, slot.slot, configured])
+                cursor.execute(GIVE_BACK, [slot.run_id, slot.slot, configured])
 
 
 def _limits() -> tuple[int, float]:

@@ -51,3 +51,26 @@ def test_the_count_includes_the_callers_own_notes_the_fingerprint_does_not(api, 
     after, _ = _status(api, tokens.agent)
     assert after["noteCount"] == before["noteCount"] + 1
     assert after["fingerprint"] == before["fingerprint"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_status_is_four_round_trips(api, tokens, world):
+    """PostgreSQL, as a request runs: the token check (which takes the run's slot and carries
+    the setting row), the call taken from the budget, the count and digest, and the trace row
+    (which gives the slot back)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the round trips of PostgreSQL's status path")
+    _write(world, 3)
+    _status(api, tokens.agent)  # stamps the token's last use
+    _answer, statements = _status(api, tokens.agent)
+    assert len(statements) == 4, "\n".join(statements)
+    check, budget, digest, trace = statements
+    assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
+    assert budget.startswith("UPDATE memory_run SET tool_calls")
+    assert "hashtextextended" in digest
+    assert "memory_toolcallcount" in trace and "DELETE FROM memory_run_slot" in trace
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM memory_run_slot")
+        assert cursor.fetchone()[0] == 0, "every slot given back"
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "30s", "the session's bound restored"

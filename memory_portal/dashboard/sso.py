@@ -23,6 +23,7 @@ import time
 import jwt
 import requests
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import SuspiciousOperation
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
@@ -103,13 +104,7 @@ class SignInBackend(OIDCAuthenticationBackend):
     def __init__(self, *args, **kwargs):
         # The library reads the endpoints from settings here; they are read from the provider
         # in `authenticate`, so that a session's per-request `get_user` never calls it.
-        self.UserModel = self._user_model()
-
-    @staticmethod
-    def _user_model():
-        from django.contrib.auth import get_user_model
-
-        return get_user_model()
+        self.UserModel = get_user_model()
 
     def authenticate(self, request, **kwargs):
         if not settings.SSO_ENABLED or request is None:
@@ -228,7 +223,8 @@ class SignInBackend(OIDCAuthenticationBackend):
         try:
             return services.person_sign_in(
                 email=claims.get("email"),
-                email_verified=claims.get("email_verified") is True,
+                # A boolean, or the string some providers send (Amazon Cognito: "true").
+                email_verified=claims.get("email_verified") in (True, "true"),
                 name=claims.get("name") or "",
                 groups=[g for g in groups or [] if isinstance(g, str)],
             )

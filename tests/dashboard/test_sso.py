@@ -245,3 +245,21 @@ def test_under_oidc_only_an_invitation_leads_to_the_provider(world, idp, setting
         bob.username == "bob@example.com" and people().filter(email="bob@example.com").count() == 1
     )
     assert Membership.objects.get(user=bob, project=world.project).role == Role.MEMBER
+
+
+def test_email_verified_as_the_string_some_providers_send(world, idp, monkeypatch):
+    """Amazon Cognito sends `email_verified` as the string "true" (the test provider, strict,
+    sends booleans only: the claims are rewritten as they arrive)."""
+    answered = sso.SignInBackend.get_userinfo
+
+    def as_strings(self, access_token, id_token, payload):
+        claims = answered(self, access_token, id_token, payload)
+        return {**claims, "email_verified": str(claims["email_verified"]).lower()}
+
+    monkeypatch.setattr(sso.SignInBackend, "get_userinfo", as_strings)
+    client = Client()
+    response, _ = sign_in(client, idp, "bob")
+    assert response.status_code == 302
+    assert signed_in_as(client).email == "bob@example.com"
+    refused, _ = sign_in(Client(), idp, "eve")  # "false"
+    assert refused.status_code == 403

@@ -128,8 +128,13 @@ def _page_of(
     )
 
 
+# What a tool's answer never shows, and costs the most to read: the note's stored vector and
+# its origin run's task vector and description (a page reads the run for its status only).
+ANSWER_SKIPS = ("embedding", "origin_run__task_embedding", "origin_run__task_description")
+
+
 def _with_relations(qs):
-    return qs.select_related("origin_run", "evidence_repository")
+    return qs.select_related("origin_run", "evidence_repository").defer(*ANSWER_SKIPS)
 
 
 def _served(actor: Actor, tool: str, body: dict, *, offset: int = 0, trusts=None) -> dict:

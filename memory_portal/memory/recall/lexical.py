@@ -50,6 +50,11 @@ class Scorer:
         self.idf = {t: math.log((n + 1) / (c + 0.5)) for t, c in df.items()}
         self._unseen = math.log((n + 1) / 1.5)
         self._mass = [sum(self.idf[t] for t in words) for words in self._sets]
+        # Which facts hold each term: only those that share a query term can score above 0.
+        self._postings: dict[str, list[int]] = {}
+        for i, words in enumerate(self._sets):
+            for t in words:
+                self._postings.setdefault(t, []).append(i)
         self._gamma = math.log(0.5) / math.log(self.floor)
         self._delta = math.log(0.5) / math.log(self.relative_cut)
 
@@ -75,11 +80,14 @@ class Scorer:
         if not q:
             return [0.0] * len(self._sets)
         query_mass = sum(self.weight(t) for t in q)
-        raw = []
-        for i in range(len(self._sets)):
-            if deadline is not None and i % 32 == 0 and time.monotonic() >= deadline:
+        raw = [0.0] * len(self._sets)
+        sharing = sorted({i for t in q for i in self._postings.get(t, ())})
+        for k, i in enumerate(sharing):
+            if deadline is not None and k % 32 == 0 and time.monotonic() >= deadline:
                 raise RecallTimeout
-            raw.append(self.coverage(q, query_mass, i))
+            raw[i] = self.coverage(q, query_mass, i)
+        if deadline is not None and not sharing and time.monotonic() >= deadline:
+            raise RecallTimeout
         best = max(raw, default=0.0)
         return [min(c**self._gamma, (c / best) ** self._delta) if c > 0 else 0.0 for c in raw]
 

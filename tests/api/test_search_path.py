@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory_portal.memory import services
+from memory_portal.memory.services import vectors
 
 pytestmark = pytest.mark.django_db
 
@@ -34,3 +35,29 @@ def test_the_page_reads_what_the_answer_shows_once(api, tokens, world):
     page = pages[-1]
     assert '."embedding"' not in page and '."task_embedding"' not in page, page
     assert '."task_description"' not in page, page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_repeated_search_is_six_round_trips(api, tokens, world):
+    """PostgreSQL, as a request runs, a query asked before (its vector and the candidates'
+    rows cached): the token check that takes the run's slot, the call from the budget, the
+    candidates' ids with whether the words match, the page, its read records, and the trace
+    row that gives the slot back."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the round trips of PostgreSQL's search path")
+    for i in range(8):
+        services.note_write(
+            actor=world.as_agent2, kind="fact", content=f"Release train {i} ships on Tuesday."
+        )
+    # The notes' vectors land after their commit (a background thread); rows still waiting
+    # for theirs are read again by every search, so the search waits for them here.
+    assert vectors.background.drain(timeout=60)
+    _search(api, tokens.agent)  # stamps the token's last use, fills the caches
+    _answer, statements = _search(api, tokens.agent)
+    assert len(statements) == 6, "\n".join(s[:120] for s in statements)
+    check, budget, ids, page, reads, trace = statements
+    assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
+    assert budget.startswith("UPDATE memory_run SET tool_calls")
+    assert "text_match" in ids and "LIMIT" in page
+    assert "project_memory_read" in reads
+    assert "memory_toolcallcount" in trace and "DELETE FROM memory_run_slot" in trace

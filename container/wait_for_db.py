@@ -13,22 +13,21 @@ import django  # noqa: E402
 django.setup()
 
 from django.db import connection  # noqa: E402
-from django.db.migrations.executor import MigrationExecutor  # noqa: E402
 
+from memory_portal import health  # noqa: E402
+
+# The checks /readyz makes: the database answers; every migration is applied.
+wanted = ["database", "migrations"] if "--migrated" in sys.argv else ["database"]
 deadline = time.monotonic() + float(os.environ.get("MEMORY_PORTAL_START_WAIT", "120"))
 while True:
     try:
-        connection.ensure_connection()
-        if "--migrated" not in sys.argv:
-            break
-        executor = MigrationExecutor(connection)
-        if not executor.migration_plan(executor.loader.graph.leaf_nodes()):
-            break
-        waiting_for = "the migrations (the web container applies them)"
-    except Exception as exc:  # the database not up yet: said if it never comes
-        waiting_for = f"the database ({exc.__class__.__name__}: {exc})".strip()
+        for name in wanted:
+            health.CHECKS[name]()
+        break
+    except Exception as exc:  # not up, or not migrated yet: said if it never comes
+        waiting_for = f"{exc.__class__.__name__}: {exc}".strip()
     connection.close()
     if time.monotonic() > deadline:
-        print(f"gave up waiting for {waiting_for}", file=sys.stderr)
+        print(f"gave up waiting: {waiting_for}", file=sys.stderr)
         sys.exit(1)
     time.sleep(2)

@@ -21,7 +21,6 @@ from pydantic import ValidationError as PydanticValidationError
 
 from memory_portal import metrics
 from memory_portal.memory import deadline, selectors
-from memory_portal.memory.access import request_setting
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.run_slots import call_slot
@@ -58,8 +57,7 @@ class Operation:
 def gate_setting(actor: Actor):
     """The run's project setting row the gate of this request's call checks: as the token
     check read it (no second read), or read now."""
-    project = actor.run.project
-    return request_setting(actor, project) or selectors.setting_get(project=project)
+    return selectors.setting_now(actor=actor, project=actor.run.project)
 
 
 def field_of(loc: Sequence[Any]) -> str:

@@ -36,28 +36,27 @@ from .errors import MemoryPortalError
 
 POLL_SECONDS = 0.02
 
-# Take one free slot of the run — a slot with no row, or whose row has expired (its call's
-# host is gone) — in one round trip: a random free one, so calls arriving together seldom race
+# Take one free slot of the run named by `callee` — a slot with no row, or whose row has
+# expired (its call's host is gone): a random free one, so calls arriving together seldom race
 # for the same; one that loses the race (the other's row is live) takes nothing and polls
-# again. The same round trip bounds the session's statements by the time the call has left
-# (memory/deadline.py), and giving the slot back restores the configured bound.
-_TAKE = """
-WITH free AS (
-    SELECT s FROM generate_series(0, %(limit)s - 1) AS s
-    WHERE NOT EXISTS (
-        SELECT 1 FROM memory_run_slot AS held
-        WHERE held.run_id = %(run)s AND held.slot = s AND held.expires_at > clock_timestamp()
-    )
-    ORDER BY random() LIMIT 1
-), taken AS (
-    INSERT INTO memory_run_slot AS held (run_id, slot, expires_at)
-    SELECT %(run)s, s, clock_timestamp() + make_interval(secs => %(hold)s) FROM free
-    ON CONFLICT (run_id, slot) DO UPDATE SET expires_at = EXCLUDED.expires_at
-        WHERE held.expires_at <= clock_timestamp()
-    RETURNING held.slot
+# again. Params: the slots' limit, the row's hold in seconds. The same round trip bounds the
+# session's statements by the time the call has left (memory/deadline.py), and giving the
+# slot back restores the configured bound.
+_TAKING = (
+    " free AS (SELECT callee.run, s FROM callee, generate_series(0, %s - 1) AS s"
+    "  WHERE NOT EXISTS (SELECT 1 FROM memory_run_slot AS held"
+    "   WHERE held.run_id = callee.run AND held.slot = s"
+    "   AND held.expires_at > clock_timestamp())"
+    "  ORDER BY random() LIMIT 1),"
+    " taken AS (INSERT INTO memory_run_slot AS held (run_id, slot, expires_at)"
+    "  SELECT run, s, clock_timestamp() + make_interval(secs => %s) FROM free"
+    "  ON CONFLICT (run_id, slot) DO UPDATE SET expires_at = EXCLUDED.expires_at"
+    "   WHERE held.expires_at <= clock_timestamp()"
+    "  RETURNING held.run_id, held.slot)"
 )
-SELECT slot, set_config('statement_timeout', %(bound)s, false) FROM taken
-"""
+_BOUND = "set_config('statement_timeout', %s, false)"
+# A call's own take. Params: the run, the limit, the hold, the statement bound.
+_TAKE = f"WITH callee AS (SELECT %s::text AS run),{_TAKING} SELECT slot, {_BOUND} FROM taken"
 # Params: the run, the slot, the configured statement timeout. Also sent after the trace row
 # of a call, in its round trip (fastsql.call_record).
 GIVE_BACK = (
@@ -103,23 +102,8 @@ def pretake_sql(run_of_token: str) -> tuple[str, str] | None:
     db = connections[DEFAULT_DB_ALIAS]
     if limit <= 0 or db.vendor != "postgresql":
         return None
-    with_sql = (
-        f"WITH callee AS ({run_of_token}),"
-        " free AS (SELECT callee.run, s FROM callee, generate_series(0, %s - 1) AS s"
-        "  WHERE NOT EXISTS (SELECT 1 FROM memory_run_slot AS held"
-        "   WHERE held.run_id = callee.run AND held.slot = s"
-        "   AND held.expires_at > clock_timestamp())"
-        "  ORDER BY random() LIMIT 1),"
-        " taken AS (INSERT INTO memory_run_slot AS held (run_id, slot, expires_at)"
-        "  SELECT run, s, clock_timestamp() + make_interval(secs => %s) FROM free"
-        "  ON CONFLICT (run_id, slot) DO UPDATE SET expires_at = EXCLUDED.expires_at"
-        "   WHERE held.expires_at <= clock_timestamp()"
-        "  RETURNING held.run_id, held.slot)"
-    )
-    columns = (
-        "(SELECT slot FROM taken),"
-        " (SELECT set_config('statement_timeout', %s, false) FROM taken)"
-    )
+    with_sql = f"WITH callee AS ({run_of_token}),{_TAKING}"
+    columns = f"(SELECT slot FROM taken), (SELECT {_BOUND} FROM taken)"
     return with_sql, columns
 
 
@@ -233,9 +217,7 @@ def _take(db, run_id: str, limit: int, wait: float) -> int:
     while True:
         bound = deadline.statement_ms(settings.DB_STATEMENT_TIMEOUT_MS)
         with db.cursor() as cursor:
-            cursor.execute(
-                _TAKE, {"limit": limit, "run": run_id, "hold": hold, "bound": str(bound)}
-            )
+            cursor.execute(_TAKE, [run_id, limit, hold, str(bound)])
             row = cursor.fetchone()
         if row is not None:
             return row[0]

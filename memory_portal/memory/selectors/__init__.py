@@ -46,6 +46,7 @@ from .projects import (
     projects_for_user,
     projects_overview,
     setting_get,
+    setting_now,
 )
 from .reach import REACH_WINDOW, Reach, note_reach, notes_reach, reach_of
 from .reads import ReadsPage, changed_since, note_reads, reads_page, run_reads
@@ -192,6 +193,7 @@ __all__ = [
     "runs_notes_written",
     "scratchpad_items",
     "setting_get",
+    "setting_now",
     "similar_pairs",
     "people_overview",
     "person_get",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db import connections
 from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
 
-from ..access import actor_role, request_setting, require_member
+from ..access import actor_role, require_member
 from ..actors import Actor
 from ..errors import MemoryPortalError
 from ..models import (
@@ -24,7 +24,7 @@ from ..models import (
     Status,
     Trust,
 )
-from .projects import setting_get
+from .projects import setting_get, setting_now
 from .visibility import AgentView, agent_visible_q, held_q, notes_for_actor
 
 
@@ -135,8 +135,7 @@ def memory_status(*, actor: Actor) -> MemoryStatus:
     under the `hold` review policy, how many live notes of the caller's own top-level run are
     held from other runs until a person reviews them."""
     run = actor.run
-    # The setting row as this request's token check read it (one statement ago), else now.
-    setting = request_setting(actor, run.project) or setting_get(project=run.project)
+    setting = setting_now(actor=actor, project=run.project)
     seen = _seen(actor=actor, setting=setting)
     held = 0
     if setting.enabled and setting.review_policy == ReviewPolicy.HOLD:

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from .. import counters
-from ..access import project_not_found, remember_role, require_member, role_from_membership
+from ..access import (
+    project_not_found,
+    remember_role,
+    request_setting,
+    require_member,
+    role_from_membership,
+)
 from ..actors import Actor
 from ..models import Membership, MemorySetting, Project, Role
 
@@ -47,6 +53,13 @@ def setting_get(*, project: Project) -> MemorySetting:
     if setting is None:
         setting = MemorySetting(project=project, **counters.recounted(project.pk))
     return setting
+
+
+def setting_now(*, actor: Actor | None, project: Project) -> MemorySetting:
+    """The setting row as this request's token check read it (a statement ago: still the
+    current state for the call), or read now (`setting_get`)."""
+    found = request_setting(actor, project) if actor is not None else None
+    return found or setting_get(project=project)
 
 
 def project_counts(*, project: Project) -> dict:

@@ -21,14 +21,13 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Concat
 
-from ..access import request_setting
 from ..actors import Actor
 from ..embeddings import embedding_settings
 from ..models import Note, Project
 from ..recall.cache import fact_cache
 from ..recall.hybrid import Facts, TextRow, hybrid_scores
 from ..validation import reject_unstorable
-from .projects import setting_get
+from .projects import setting_now
 from .visibility import notes_for_actor
 
 
@@ -127,7 +126,7 @@ def _candidates(
     current revision (as the token check read it, or read now)."""
     if project is None:
         return Facts(TextRow.of(newest.filter(pk__in=ids)))
-    setting = (request_setting(actor, project) if actor else None) or setting_get(project=project)
+    setting = setting_now(actor=actor, project=project)
     return fact_cache.facts(project, setting.revision, newest, ids=ids)
 
 

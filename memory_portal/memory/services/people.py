@@ -34,6 +34,21 @@ log = logging.getLogger(__name__)
 USERNAME_MAX = 150  # Django's username field: the invited address is the username
 
 
+def _answers_to(address: str) -> Q:
+    """The accounts an address names: its email, or its username (an invited or signed-on
+    person's account is named by the address), in any case."""
+    return Q(email__iexact=address) | Q(username__iexact=address)
+
+
+def _new_account(address: str, **names):
+    """An account named by the address, with no password yet (set through an emailed link,
+    or never: single sign-on)."""
+    user = get_user_model()(username=address.lower(), email=address, **names)
+    user.set_unusable_password()
+    user.save()
+    return user
+
+
 def person_change(
     *, actor: Actor, user, active: bool | None = None, administrator: bool | None = None
 ):
@@ -106,16 +121,14 @@ def person_invite(*, actor: Actor, project, email: str, role: str, link_base: st
     if role not in Role.values:
         raise invalid("role", "role must be member or manager.")
     people = get_user_model().objects
-    if people.filter(Q(email__iexact=address) | Q(username__iexact=address)).exists():
+    if people.filter(_answers_to(address)).exists():
         raise invalid(
             "email",
             f"{address} already has an account here.",
             hint="Add them by username or email under “Add a person”.",
         )
     with transaction.atomic():
-        user = people.model(username=address.lower(), email=address)
-        user.set_unusable_password()
-        user.save()
+        user = _new_account(address)
         membership_set(actor=actor, project=project, user=user, role=role)
         audit(actor=actor, action=AuditAction.PERSON_INVITE, project=project, target=user.username)
         if settings.OIDC_ONLY:  # no password here: they sign in through the provider
@@ -162,11 +175,7 @@ def person_sign_in(*, email, email_verified: bool, name: str = "", groups: list[
         )
     people = get_user_model().objects
     with transaction.atomic():
-        found = list(
-            people.select_for_update().filter(
-                Q(email__iexact=address) | Q(username__iexact=address)
-            )[:2]
-        )
+        found = list(people.select_for_update().filter(_answers_to(address))[:2])
         if len(found) > 1:
             raise MemoryPortalError(
                 "memory_forbidden",
@@ -177,14 +186,7 @@ def person_sign_in(*, email, email_verified: bool, name: str = "", groups: list[
             user = found[0]
         else:
             first, _, last = (name or "").strip().partition(" ")
-            user = people.model(
-                username=address.lower(),
-                email=address,
-                first_name=first[:150],
-                last_name=last[:150],
-            )
-            user.set_unusable_password()
-            user.save()
+            user = _new_account(address, first_name=first[:150], last_name=last[:150])
             audit(
                 actor=None,
                 action=AuditAction.PERSON_SIGN_IN,

@@ -168,13 +168,20 @@ if DATABASE_URL:
     _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
     if _db["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must be a postgres:// URL (or unset for SQLite).")
+    # Django's backend with a health check that costs no round trip (memory_portal/database).
+    _db["ENGINE"] = "memory_portal.database"
     _db.setdefault("OPTIONS", {})
-    # The session's bounds are set when a connection opens (memory_portal/database.py); the
+    # The session's bounds are set when a connection opens (memory_portal/database/); the
     # client's TCP keepalives here.
     from memory_portal.database import client_keepalives
 
     for _name, _value in client_keepalives().items():
         _db["OPTIONS"].setdefault(_name, _value)
+    # The hot path's statements are prepared on their connection at their first use
+    # (memory/fastsql.py, prepared_cursor); off behind a pooler in transaction mode that does
+    # not keep prepared statements (docs/OPERATIONS.md, "Several hosts").
+    if env_bool("MEMORY_PORTAL_DB_PREPARED", True):
+        _db["OPTIONS"].setdefault("prepare_threshold", 0)
     # A database host that does not answer fails a connection in seconds, not minutes.
     _db["OPTIONS"].setdefault("connect_timeout", env_int("MEMORY_PORTAL_DB_CONNECT_TIMEOUT", 5))
     _db["CONN_HEALTH_CHECKS"] = True

@@ -25,6 +25,20 @@ def _db():
     return connections[DEFAULT_DB_ALIAS]
 
 
+def prepared_cursor(db=None):
+    """A cursor for the hot path's statements (the token check, the clean write, a call's
+    budget and trace): on PostgreSQL it binds its parameters on the server, so psycopg prepares
+    each statement on its connection at its first use (`prepare_threshold`, settings.py) and
+    PostgreSQL plans it once: a generic plan, which the session keeps (`plan_cache_mode`,
+    memory_portal/database/). Planning was most of these statements' time (the token check's
+    seven-table join planned for a millisecond and ran in a fifth of one). Every other cursor
+    binds on the client, and the ORM's statements are planned with their values, as a search's
+    full-text candidates need. Elsewhere than PostgreSQL, the connection's own cursor."""
+    db = db or _db()
+    prepared = getattr(db, "prepared_cursor", None)  # memory_portal/database/base.py
+    return prepared() if prepared is not None else db.cursor()
+
+
 _INSERTS: dict[tuple[type, str], tuple[str, list, bool]] = {}
 _DATETIME = models.DateTimeField()  # to send a timestamp as the ORM would
 _STATEMENTS: dict[tuple, str] = {}
@@ -346,11 +360,11 @@ class CleanWrite:
     call: CallToTake | None
 
 
+# `SET LOCAL statement_timeout`, as one statement text whatever the bound (prepared once).
+_BOUND_LOCAL = "SELECT set_config('statement_timeout', %s, true)"
+_CLEAN_LOCK = "SELECT 1 FROM project_memory_setting WHERE project_id = %s FOR UPDATE"
 _CLEAN_WRITE = (
-    "{begin}; SET LOCAL statement_timeout = {lock_ms};"
-    " SELECT 1 FROM project_memory_setting WHERE project_id = %s FOR UPDATE;"
-    " SET LOCAL statement_timeout = {statement_ms};"
-    " WITH s AS (SELECT enabled, revocation_epoch FROM project_memory_setting"
+    "WITH s AS (SELECT enabled, revocation_epoch FROM project_memory_setting"
     "  WHERE project_id = %s),"
     " clean AS (SELECT 1 FROM s WHERE s.enabled AND s.revocation_epoch = %s"
     "  AND (SELECT COUNT(*) FROM project_memory_entry WHERE project_id = %s) < %s"
@@ -366,8 +380,7 @@ _CLEAN_WRITE = (
     " outbox AS (INSERT INTO memory_event (project_id, number, type, data, created_at)"
     "  SELECT %s, bump.event_seq, %s, %s, %s FROM bump){given}"
     " SELECT (SELECT id FROM event), (SELECT tool_calls FROM taken), bump.*"
-    " FROM (SELECT 1) one LEFT JOIN bump ON true{restored};"
-    " {end}"
+    " FROM (SELECT 1) one LEFT JOIN bump ON true{restored}"
 )
 _TAKEN_CALL = (
     "taken AS (UPDATE memory_run SET tool_calls = tool_calls + 1"
@@ -403,7 +416,7 @@ def write_clean(
     run in a savepoint, and the lock is held until that transaction ends. Elsewhere than
     PostgreSQL, None at once."""
     db = _db()
-    if db.vendor != "postgresql" or db.settings_dict["OPTIONS"].get("server_side_binding"):
+    if db.vendor != "postgresql":
         return None
     sql_note, note_params, _ = _insert_statement(note, db, when="EXISTS (SELECT 1 FROM taken)")
     sql_event, event_params, _ = _insert_statement(event, db, when="EXISTS (SELECT 1 FROM ins)")
@@ -430,10 +443,6 @@ def write_clean(
     sql = _CLEAN_WRITE.format(
         given=_GIVEN if slot is not None else "",
         restored=_RESTORED if slot is not None else "",
-        begin="SAVEPOINT clean_write" if inside else "BEGIN",
-        end="RELEASE SAVEPOINT clean_write" if inside else "COMMIT",
-        lock_ms=deadline.statement_ms(settings.DB_LOCK_TIMEOUT_MS),
-        statement_ms=deadline.statement_ms(settings.DB_STATEMENT_TIMEOUT_MS),
         taken=taken,
         note=sql_note,
         sets=sets,
@@ -444,15 +453,23 @@ def write_clean(
     data = outbox._meta.get_field("data").get_db_prep_save(outbox.data, connection=db)
     created = _DATETIME.get_db_prep_save(outbox.created_at, connection=db)
     params = [
-        p,  # the lock
         p, write.epoch, p, write.cap, p, write.top_level_run_id, write.quota,
         p, write.place_key, write.content_key,
         *taken_params, *note_params, now, *added, p, *event_params,
         p, outbox.type, data, created, *given_params,
     ]  # fmt: skip
-    with db.cursor() as cursor:
+    lock_ms = deadline.statement_ms(settings.DB_LOCK_TIMEOUT_MS)
+    statement_ms = deadline.statement_ms(settings.DB_STATEMENT_TIMEOUT_MS)
+    with prepared_cursor(db) as cursor, prepared_cursor(db) as answer:
         try:
-            cursor.execute(sql, params)
+            # One round trip: the statements go out together and are answered at one sync.
+            with db.wrap_database_errors, db.connection.pipeline():
+                cursor.execute("SAVEPOINT clean_write" if inside else "BEGIN")
+                cursor.execute(_BOUND_LOCAL, [str(lock_ms)])
+                cursor.execute(_CLEAN_LOCK, [p])
+                cursor.execute(_BOUND_LOCAL, [str(statement_ms)])
+                answer.execute(sql, params)
+                cursor.execute("RELEASE SAVEPOINT clean_write" if inside else "COMMIT")
         except BaseException as exc:
             with contextlib.suppress(Exception):  # a broken connection keeps the first error
                 cursor.execute("ROLLBACK TO SAVEPOINT clean_write" if inside else "ROLLBACK")
@@ -460,10 +477,7 @@ def write_clean(
             if refusal is None:
                 raise
             raise refusal from exc
-        while cursor.description is None or len(cursor.description) < 2:
-            if not cursor.nextset():  # past BEGIN, the SETs and the lock's row to the answer
-                raise RuntimeError("write_clean: the answer's row never came")
-        row = cursor.fetchone()
+        row = answer.fetchone()
     event_id, calls_used, setting_row = row[0], row[1], row[2:]
     if event_id is None:
         return None
@@ -533,7 +547,7 @@ def select_joined(
         sql, all_params = f"{before[0]} {sql}", [*before[1]]
     if after is not None:
         sql, all_params = f"{sql}, {after[0]}", [*all_params, *after[1]]
-    with db.cursor() as cursor:
+    with prepared_cursor(db) as cursor:
         cursor.execute(f"{sql} {rest}", [*all_params, *params])
         row = cursor.fetchone()
     if row is None:

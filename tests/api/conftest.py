@@ -58,3 +58,36 @@ def tokens(world):
     t.outsider = services.token_create(actor=None, user=world.outsider)[1]
     t.manager_readonly = services.token_create(actor=None, user=world.manager, can_write=False)[1]
     return t
+
+
+class RoundTrips:
+    """The statements a block sends and the round trips they take: a statement is one, and
+    statements sent together in a pipeline (psycopg's pipeline mode, answered at one sync) are
+    one between them. `statements`: each statement's SQL; `trips`: the SQL of each round trip's
+    statements, joined by "; "."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.statements: list[str] = []
+        self.trips: list[str] = []
+        self._piped = False
+
+    def __call__(self, execute, sql, params, many, context):
+        raw = self.connection.connection
+        pgconn = getattr(raw, "pgconn", None)  # PostgreSQL's; SQLite sends one at a time
+        piped = pgconn is not None and pgconn.pipeline_status != 0
+        if piped and self._piped:
+            self.trips[-1] += f"; {sql}"
+        else:
+            self.trips.append(sql)
+        self._piped = piped
+        self.statements.append(sql)
+        return execute(sql, params, many, context)
+
+    def __enter__(self):
+        self._wrapper = self.connection.execute_wrapper(self)
+        self._wrapper.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._wrapper.__exit__(*exc)

@@ -12,7 +12,7 @@ from memory_portal.memory import services
 from memory_portal.memory.models import MemorySetting, Note, Run, ToolCallCount
 from memory_portal.memory.tokens import token_authenticate
 
-from .conftest import error_code
+from .conftest import RoundTrips, error_code
 
 # Token check through response, BEGIN and COMMIT included (inside the test's own transaction
 # they are the SAVEPOINT and RELEASE the capture sees); on SQLite, the outbox's event and its
@@ -21,10 +21,11 @@ WRITE_STATEMENTS = 12
 
 
 def _write(api, token, content):
-    with CaptureQueriesContext(connection) as captured:
+    """The answer and its round trips' SQL (statements sent together are one)."""
+    with RoundTrips(connection) as sent:
         response = api.tool("memory_write", token, {"kind": "fact", "content": content})
     assert response.status_code == 200, response.json()
-    return response, [q["sql"] for q in captured.captured_queries]
+    return response, sent.trips
 
 
 def _listing(statements: list[str]) -> str:
@@ -64,19 +65,24 @@ def test_memory_write_takes_at_most_ten_statements(api, tokens, world, settings)
 @pytest.mark.django_db(transaction=True)
 def test_a_clean_write_is_two_round_trips(api, tokens, world):
     """PostgreSQL, as a request runs (no transaction of the test's around it): the token check
-    that also takes the run's slot, then the write — the lock, one statement under it that
-    inserts the note, its event and the call, advances the revision and gives the slot back —
-    and its commit. No Python runs while the lock is held."""
+    that also takes the run's slot, then the write, its statements sent together — the lock,
+    one statement under it that inserts the note, its event and the call, advances the
+    revision and gives the slot back — and its commit. No Python runs while the lock is held."""
     if connection.vendor != "postgresql":
         pytest.skip("the round trips of PostgreSQL's write path")
     _write(api, tokens.agent, "The nightly export runs at two")  # stamps the token's last use
-    _second, statements = _write(api, tokens.agent, "The cache warms up after the export")
-    assert len(statements) == 2, _listing(statements)
-    check, write = statements
+    with RoundTrips(connection) as sent:
+        response = api.tool(
+            "memory_write", tokens.agent, {"kind": "fact", "content": "The cache warms up"}
+        )
+    assert response.status_code == 200, response.json()
+    assert len(sent.trips) == 2, _listing(sent.trips)
+    check, write = sent.trips
     assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
-    assert write.startswith("BEGIN; SET LOCAL statement_timeout = ") and write.endswith("COMMIT")
-    parts = [p.strip() for p in write.split("; ")]
-    assert parts[2].endswith("FOR UPDATE") and "revision = revision + 1" in parts[4]
+    parts = sent.statements[1:]
+    assert parts[0] == "BEGIN" and parts[-1] == "COMMIT", _listing(parts)
+    assert "set_config('statement_timeout'" in parts[1] and parts[2].endswith("FOR UPDATE")
+    assert "revision = revision + 1" in parts[4]
     for table in (
         "project_memory_entry", "memory_auditevent", "memory_toolcallcount", "memory_event"
     ):  # fmt: skip

@@ -4,7 +4,8 @@ vanished — a host frozen or cut off mid-transaction would otherwise keep a pro
 the two hours of TCP's default keepalive.
 
 They are set by one statement when the connection opens, not as startup options: a pooler in
-front of PostgreSQL (PgBouncer) refuses or drops those (docs/OPERATIONS.md, "Several hosts")."""
+front of PostgreSQL (PgBouncer) refuses or drops those (docs/OPERATIONS.md, "Several hosts").
+The backend itself (ENGINE `memory_portal.database`) is `base.py`."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def session_settings() -> dict[str, str]:
         "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS),
         **{f"tcp_keepalives_{name}": str(value) for name, value in TCP_KEEPALIVES.items()},
         "tcp_user_timeout": str(TCP_USER_TIMEOUT_MS),
+        # Only the hot path's statements are prepared (fastsql.prepared_cursor): planned once,
+        # never again for their values.
+        "plan_cache_mode": "force_generic_plan",
     }
 
 

@@ -570,7 +570,7 @@ def select_joined(
 def call_consume(run_id: str, budget: int) -> int | None:
     """Take one call from the run's budget in one statement: the calls used so far, or None
     when the budget is spent."""
-    with _db().cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "UPDATE memory_run SET tool_calls = tool_calls + 1"
             " WHERE id = %s AND tool_calls < %s RETURNING tool_calls",
@@ -598,13 +598,15 @@ def call_record(run_id: str, tool: str, outcome: str, *, now) -> None:
     slot = None
     if db.vendor == "postgresql" and not db.in_atomic_block:
         slot = run_slots.held()
-    if slot is not None:
-        sql = f"{sql}; {run_slots.GIVE_BACK}"
-        params += [slot.run_id, slot.slot, str(settings.DB_STATEMENT_TIMEOUT_MS)]
-    with db.cursor() as cursor:
+    if slot is None:
+        with prepared_cursor(db) as cursor:
+            cursor.execute(sql, params)
+        return
+    given = [slot.run_id, slot.slot, str(settings.DB_STATEMENT_TIMEOUT_MS)]
+    with prepared_cursor(db) as cursor, db.wrap_database_errors, db.connection.pipeline():
         cursor.execute(sql, params)
-    if slot is not None:
-        slot.given = True
+        cursor.execute(run_slots.GIVE_BACK, given)
+    slot.given = True
 
 
 def call_consume_and_record(run_id: str, tool: str, budget: int, *, now) -> int | None:

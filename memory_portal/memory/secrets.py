@@ -785,9 +785,14 @@ def _redact_maintained(text: str) -> str:
 
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts record.msg (after formatting with record.args: set
-    record.msg = redact(record.getMessage()) and record.args = None). Always returns True."""
+    record.msg = redact(record.getMessage()) and record.args = None). Always returns True.
+    A record marked `vetted` is made of a fixed vocabulary only (the request line: a known
+    method, a URL pattern, a status, a duration; logs.RequestLogMiddleware) and is passed as
+    it is: scanning it costs a request about 0.15 ms and can find nothing."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "vetted", False) and not record.exc_info:
+            return True
         try:
             message = record.getMessage()
         except (TypeError, ValueError):

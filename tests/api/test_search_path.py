@@ -10,6 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from memory_portal.memory import services
 from memory_portal.memory.services import vectors
 
+from .conftest import RoundTrips
+
 pytestmark = pytest.mark.django_db
 
 
@@ -53,9 +55,11 @@ def test_a_repeated_search_is_six_round_trips(api, tokens, world):
     # for theirs are read again by every search, so the search waits for them here.
     assert vectors.background.drain(timeout=60)
     _search(api, tokens.agent)  # stamps the token's last use, fills the caches
-    _answer, statements = _search(api, tokens.agent)
-    assert len(statements) == 6, "\n".join(s[:120] for s in statements)
-    check, budget, ids, page, reads, trace = statements
+    with RoundTrips(connection) as sent:
+        answer = api.tool("memory_search", tokens.agent, {"query": "release train"})
+    assert answer.status_code == 200, answer.json()
+    assert len(sent.trips) == 6, "\n".join(s[:160] for s in sent.trips)
+    check, budget, ids, page, reads, trace = sent.trips
     assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
     assert budget.startswith("UPDATE memory_run SET tool_calls")
     assert "text_match" in ids and "LIMIT" in page

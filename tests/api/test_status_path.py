@@ -4,16 +4,25 @@ sees — on PostgreSQL their count and the fingerprint come back as one row of o
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memory_portal.memory import services
+from memory_portal.memory.selectors.agent import kept_seen
+
+from .conftest import RoundTrips
 
 pytestmark = pytest.mark.django_db
 
 
-def _status(api, token) -> tuple[dict, list[str]]:
+def _status(api, token, *, kept: bool = False) -> tuple[dict, list[str]]:
+    """The answer and its statements; `kept=False`: as the first status at this revision."""
+    if not kept:
+        kept_seen.clear()
     with CaptureQueriesContext(connection) as captured:
         answer = api.tool("memory_status", token, {})
     assert answer.status_code == 200, answer.json()
@@ -54,23 +63,70 @@ def test_the_count_includes_the_callers_own_notes_the_fingerprint_does_not(api, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_status_is_four_round_trips(api, tokens, world):
+def test_a_status_is_four_round_trips_and_three_at_an_unchanged_revision(api, tokens, world):
     """PostgreSQL, as a request runs: the token check (which takes the run's slot and carries
-    the setting row), the call taken from the budget, the count and digest, and the trace row
-    (which gives the slot back)."""
+    the setting row), the call taken from the budget, the count and digest — left out when
+    they are kept for this revision — and the trace row with the slot given back."""
     if connection.vendor != "postgresql":
         pytest.skip("the round trips of PostgreSQL's status path")
     _write(world, 3)
     _status(api, tokens.agent)  # stamps the token's last use
-    _answer, statements = _status(api, tokens.agent)
-    assert len(statements) == 4, "\n".join(statements)
-    check, budget, digest, trace = statements
+    kept_seen.clear()
+    trips = []
+    for _ in range(2):
+        with RoundTrips(connection) as sent:
+            assert api.tool("memory_status", tokens.agent, {}).status_code == 200
+        trips.append(sent.trips)
+    first, again = trips
+    assert len(first) == 4, "\n".join(first)
+    check, budget, digest, trace = first
     assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
     assert budget.startswith("UPDATE memory_run SET tool_calls")
     assert "hashtextextended" in digest
     assert "memory_toolcallcount" in trace and "DELETE FROM memory_run_slot" in trace
+    assert again == [check, budget, trace], "\n".join(again)
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM memory_run_slot")
         assert cursor.fetchone()[0] == 0, "every slot given back"
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "30s", "the session's bound restored"
+
+
+def _reads_notes(statements: list[str]) -> list[str]:
+    return [s for s in statements if "project_memory_entry" in s]
+
+
+def test_a_status_at_an_unchanged_revision_reads_no_note(api, tokens, world):
+    """The count and fingerprint are kept per revision and view: asked again with nothing
+    changed, a status reads no note; a write by another run changes both, read anew."""
+    _write(world, 3)
+    first, statements = _status(api, tokens.agent)
+    assert _reads_notes(statements), "\n".join(statements)
+    again, statements = _status(api, tokens.agent, kept=True)
+    assert again == first and not _reads_notes(statements), "\n".join(statements)
+    _write(world, 1, start=3)
+    after, statements = _status(api, tokens.agent, kept=True)
+    assert _reads_notes(statements) and after["revision"] == first["revision"] + 1
+    assert after["noteCount"] == first["noteCount"] + 1
+    assert after["fingerprint"] != first["fingerprint"]
+
+
+def test_a_kept_status_ends_when_a_note_it_counted_expires(api, tokens, world, monkeypatch):
+    """Time changes what an agent sees only as a note expires: the kept answer lasts until
+    the first expiry among the notes it counted, not past it."""
+    now = timezone.now()
+    services.note_write(
+        actor=world.as_agent2, kind="fact", content="The preview link works until noon.",
+        expires_at=now + timedelta(hours=1),
+    )  # fmt: skip
+    _write(world, 1)
+    first, _ = _status(api, tokens.agent)
+    assert first["noteCount"] == 2
+    monkeypatch.setattr(timezone, "now", lambda: now + timedelta(minutes=59))
+    still, statements = _status(api, tokens.agent, kept=True)
+    assert still == first and not _reads_notes(statements)
+    monkeypatch.setattr(timezone, "now", lambda: now + timedelta(hours=1, seconds=1))
+    later, statements = _status(api, tokens.agent, kept=True)
+    assert _reads_notes(statements), "\n".join(statements)
+    assert later["noteCount"] == 1 and later["fingerprint"] != first["fingerprint"]
+    assert later["revision"] == first["revision"]

@@ -7,7 +7,9 @@ ports; one client, a keep-alive connection to each, sends in turn, --calls times
 - `write`: `memory_write` of a new fact into a project of its own (a new run every 100 writes,
   below the 128 notes a run may add);
 - `status 10` and `status N`: `memory_status` in a project of 10 facts and in one of --notes
-  (2,000: the cap) — the retry fingerprint's cost as the project grows;
+  (2,000: the cap) — the retry fingerprint's cost as the project grows; `status N first`: a
+  new run's first status in the big one, which finds nothing kept (as after any change to the
+  project: selectors/agent.py `_Kept`) and reads what the run sees;
 - `search N`: `memory_search` in the big project with one repeated query (its vector cached,
   as an agent's repeated search has it), answering a page of five.
 
@@ -150,6 +152,10 @@ class Command(BaseCommand):
                     "status big": client("status big", "big", CALLS_PER_RUN).post(
                         "/api/tools/memory_status", {}
                     ),
+                    # A run's first status, as after any change: nothing kept to answer from.
+                    "status big first": client("status big first", "big", 1).post(
+                        "/api/tools/memory_status", {}
+                    ),
                     "search big": client("search big", "big", CALLS_PER_RUN).post(
                         "/api/tools/memory_search", {"query": QUERY, "limit": 5}
                     ),
@@ -174,6 +180,7 @@ class Command(BaseCommand):
             "write": "memory_write",
             "status small": "memory_status, 10 facts",
             "status big": f"memory_status, {notes:,} facts",
+            "status big first": f"  …a run's first ({notes:,})",
             "search big": f"memory_search, {notes:,} facts",
         }
         self.stdout.write(

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connections
 from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
+from django.utils import timezone
 
 from ..access import actor_role, require_member
 from ..actors import Actor
@@ -157,8 +161,11 @@ def memory_status(*, actor: Actor) -> MemoryStatus:
 
 def fingerprint(*, actor: Actor, setting: MemorySetting | None = None) -> str:
     """A digest of everything the caller can see, leaving out what its own top-level run wrote
-    or forgot, so an orchestrator may reuse a step while this value holds (SPEC §2.11)."""
-    return _seen(actor=actor, setting=setting).fingerprint
+    or forgot, so an orchestrator may reuse a step while this value holds (SPEC §2.11). Read
+    now, not kept (`memory_status` keeps it per revision)."""
+    run = actor.run
+    setting = setting or setting_get(project=run.project)
+    return _seen_now(actor=actor, setting=setting)[0].fingerprint
 
 
 @dataclass(frozen=True)
@@ -175,20 +182,82 @@ SEEN_FIELDS = ("id", "trust", "place_key", "content_key", "evidence_commit", "ex
 SEEN, OWN, FORGOTTEN_BY_ME = 0, 1, 2
 
 
+class _Kept:
+    """What `_seen` found, kept in the process for the next call that would find the same:
+    keyed by everything it is a function of — the caller's view (project, agent, application,
+    reviewer or not, top-level run, the review policy) and the project's switch, epoch and
+    revision as the call's token check read them. Every change to what an agent can see
+    advances the revision (SPEC §2.2: a write, a review, a veto, a forget, a trust or policy
+    switch, a re-pinned repository), and time changes it only as a note expires, so an answer
+    is kept until the first expiry among the notes it counted. A status at 2,000 notes then
+    costs what one at 10 does until something changes (docs/PERFORMANCE.md)."""
+
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: OrderedDict[tuple, tuple[Seen, datetime | None]] = OrderedDict()
+
+    def get(self, key: tuple) -> Seen | None:
+        with self._lock:
+            kept = self._answers.get(key)
+            if kept is None:
+                return None
+            seen, until = kept
+            if until is not None and timezone.now() >= until:
+                del self._answers[key]
+                return None
+            self._answers.move_to_end(key)
+            return seen
+
+    def put(self, key: tuple, seen: Seen, until: datetime | None) -> None:
+        with self._lock:
+            self._answers[key] = (seen, until)
+            self._answers.move_to_end(key)
+            while len(self._answers) > self.SIZE:
+                self._answers.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._answers.clear()
+
+
+kept_seen = _Kept()
+
+
 def _seen(*, actor: Actor, setting: MemorySetting | None = None) -> Seen:
-    """The caller's note count and fingerprint, read together: on PostgreSQL one statement
+    """The caller's note count and fingerprint (`_Kept`: found once per revision)."""
+    run = actor.run
+    setting = setting or setting_get(project=run.project)
+    view = AgentView.of_run(run, setting=setting)
+    key = (
+        connections[Note.objects.db].alias,
+        view,
+        setting.enabled,
+        setting.revocation_epoch,
+        setting.revision,
+    )
+    seen = kept_seen.get(key)
+    if seen is None:
+        seen, until = _seen_now(actor=actor, setting=setting)
+        kept_seen.put(key, seen, until)
+    return seen
+
+
+def _seen_now(*, actor: Actor, setting: MemorySetting) -> tuple[Seen, datetime | None]:
+    """The caller's note count and fingerprint, read together, and the first expiry among the
+    notes counted (None: none expires): on PostgreSQL one statement
     whose answer is one row however many notes the caller sees — their number and the sum of a
     64-bit hash of each row it digests (`hashtextextended`), nothing sorted or sent to Python
     (at 2,000 notes, hashing in Python took most of a status). Elsewhere the rows are hashed
     here. The two ways give different values, each stable on its own database (PostgreSQL's
     may change once with a major version: one spurious change)."""
     run = actor.run
-    setting = setting or setting_get(project=run.project)
     own = run.top_level_run_id
     digest = hashlib.sha256()
     digest.update(f"{int(setting.enabled)}|{setting.revocation_epoch}".encode())
     if not setting.enabled:
-        return Seen(0, digest.hexdigest()[:32])
+        return Seen(0, digest.hexdigest()[:32]), None
     mine = Case(When(top_level_run_id=own, then=Value(OWN)), default=Value(SEEN))
     visible = notes_for_actor(actor=actor).annotate(seen_as=mine)
     # Notes this run forgot still count as seen, in the state they had before (if it could see
@@ -211,22 +280,28 @@ def _seen(*, actor: Actor, setting: MemorySetting | None = None) -> Seen:
         columns = [f"c{i}" for i in range(len(SEEN_FIELDS))]
         line = " || '|' || ".join(f"coalesce({c}::text, '')" for c in columns)
         digested = f"seen_as <> {OWN}"
+        counted = f"seen_as <> {FORGOTTEN_BY_ME}"
+        expires = columns[SEEN_FIELDS.index("expires_at")]
         with db.cursor() as cursor:
             cursor.execute(
-                f"SELECT count(*) FILTER (WHERE seen_as <> {FORGOTTEN_BY_ME}), "
+                f"SELECT count(*) FILTER (WHERE {counted}), "
                 f"count(*) FILTER (WHERE {digested}), "
-                f"coalesce(sum(hashtextextended({line}, 0)) FILTER (WHERE {digested}), 0) "
+                f"coalesce(sum(hashtextextended({line}, 0)) FILTER (WHERE {digested}), 0), "
+                f"min({expires}) FILTER (WHERE {counted}) "
                 f"FROM ({sql}) AS seen({', '.join(columns)}, seen_as)",
                 params,
             )
-            count, digested_count, total = cursor.fetchone()
+            count, digested_count, total, until = cursor.fetchone()
         digest.update(f"{digested_count}|{total}".encode())
-        return Seen(count, digest.hexdigest()[:32])
+        return Seen(count, digest.hexdigest()[:32]), until
     rows = [*parts[0], *parts[1]]
     for row in sorted({row[:-1] for row in rows if row[-1] != OWN}):
         digest.update("|".join("" if v is None else str(v) for v in row).encode())
         digest.update(b"\n")
-    return Seen(sum(row[-1] != FORGOTTEN_BY_ME for row in rows), digest.hexdigest()[:32])
+    counted_rows = [row for row in rows if row[-1] != FORGOTTEN_BY_ME]
+    expiring = [row[SEEN_FIELDS.index("expires_at")] for row in counted_rows]
+    until = min((at for at in expiring if at is not None), default=None)
+    return Seen(len(counted_rows), digest.hexdigest()[:32]), until
 
 
 def recovery_in_project(*, actor: Actor, project: Project, recovery_id: str) -> Recovery:

@@ -3,14 +3,15 @@ with which scope. The session cookie is never read here, so CSRF cannot reach th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.models import Project
 from memory_portal.memory.tokens import token_authenticate
-
-TOOLS_PATH = "/api/tools/"
 
 
 def bearer_value(request) -> str:
@@ -37,11 +38,16 @@ class BearerAuth(HttpBearer):
             )
         return self.authenticate(request, raw)
 
+    def __init__(self, takes: Callable[[HttpRequest], tuple[bool, bool]] | None = None):
+        """`takes`: what the token check of a request takes for its call, (a slot of its run,
+        the call from its budget): a round trip fewer each (memory/run_slots.py), given back
+        when the request ends if unused. None: nothing (every route but the agent tools)."""
+        super().__init__()
+        self.takes = takes
+
     def authenticate(self, request, token: str) -> Actor:
-        # An agent tool's call: the token check also takes the run's slot for it (one round
-        # trip fewer; memory/run_slots.py), given back when the request ends if unused.
-        tool_call = request.method == "POST" and request.path.startswith(TOOLS_PATH)
-        api_token = token_authenticate(token, take_slot=tool_call)
+        take_slot, count = self.takes(request) if self.takes is not None else (False, False)
+        api_token = token_authenticate(token, take_slot=take_slot, count=count)
         if api_token.run_id is not None:
             project = api_token.run.project
             setting = project.memory_setting if Project.memory_setting.is_cached(project) else None

@@ -18,11 +18,24 @@ from memory_portal.memory.models import ReadTool, Target
 
 from . import schemas as s
 from . import serializers
-from .auth import agent_only
+from .auth import BearerAuth, agent_only
 from .calls import HTTP, Operation, gate_setting, perform
 from .schemas import responses
 
-router = Router(tags=["agent tools"])
+TOOLS_PATH = "/api/tools/"
+
+
+def _taken_with_the_check(request) -> tuple[bool, bool]:
+    """What a tool call's token check takes for it (auth.BearerAuth's `takes`): the run's
+    slot, and the call from the run's budget unless the tool's write takes that itself
+    (`Operation.settles`)."""
+    if request.method != "POST" or not request.path.startswith(TOOLS_PATH):
+        return False, False
+    tool = TOOLS_BY_NAME.get(request.path[len(TOOLS_PATH) :].strip("/"))
+    return True, tool is not None and not tool.settles
+
+
+router = Router(tags=["agent tools"], auth=BearerAuth(takes=_taken_with_the_check))
 
 
 @dataclass(frozen=True)

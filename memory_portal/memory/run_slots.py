@@ -16,7 +16,9 @@ process (gunicorn.conf.py runs one worker on it): the slots are counted in it.
 The hot path spends no round trip of its own on the slot: an agent tool's token check takes it
 in the same statement (`pretake_sql`, tokens.py; the call then holds what was taken), and a
 clean write gives it back in its own transaction (fastsql.write_clean, `held`), any other call
-with its trace row (fastsql.call_record). Other transports take it in a statement of its own."""
+with its trace row (fastsql.call_record). Other transports take it in a statement of its own.
+The same statement takes the call from its run's budget too, for a tool whose write does not
+take it itself (services/trace.py: `run_call_consume` finds it taken)."""
 
 from __future__ import annotations
 
@@ -79,9 +81,11 @@ class HeldSlot:
     given: bool = False
 
 
-# The slot the token check took for the call to come (until the call holds it), and the slot
-# the current call holds. Each request of a worker thread starts with neither.
+# The slot the token check took for the call to come (until the call holds it), the call it
+# took from the budget (until the call counts it), and the slot the current call holds. Each
+# request of a worker thread starts with none (release_pretaken).
 _pretaken: ContextVar[HeldSlot | None] = ContextVar("memory_portal_pretaken_slot", default=None)
+_counted: ContextVar[CountedCall | None] = ContextVar("memory_portal_counted_call", default=None)
 _held: ContextVar[HeldSlot | None] = ContextVar("memory_portal_held_slot", default=None)
 
 
@@ -92,45 +96,100 @@ def held() -> HeldSlot | None:
     return slot if slot is not None and not slot.given else None
 
 
-def pretake_sql(run_of_token: str) -> tuple[str, str] | None:
+# With a slot taken, one call from the budget of the token's own run (`callee.own`), if any is
+# left. Param: the budget. Its column: the calls used with this one (None: none was left).
+_COUNTING = (
+    " counted AS (UPDATE memory_run AS counted SET tool_calls = counted.tool_calls + 1"
+    "  FROM callee WHERE counted.id = callee.own AND counted.tool_calls < %s"
+    "  AND EXISTS (SELECT 1 FROM taken) RETURNING counted.tool_calls)"
+)
+# A call taken from the budget by a token check whose call never came, given back.
+_UNCOUNT = "UPDATE memory_run SET tool_calls = tool_calls - 1 WHERE id = %s AND tool_calls > 0"
+
+
+def pretake_sql(run_of_token: str, *, count: bool) -> tuple[str, str] | None:
     """For the token check of an agent tool's call (PostgreSQL, a limit set): a `WITH` clause
     that takes one of the run's slots and the two columns that say which (None: none free) and
-    set the session's statement bound, as `_TAKE` does. `run_of_token` is a query naming the
-    top-level run of the token's live run as `run` (no row for any other token). Params of
-    the clause, in order: those of `run_of_token`, then `pretake_params()`."""
+    set the session's statement bound, as `_TAKE` does; `count`: with a slot, it also takes
+    the call from the budget of the token's run (a third column: the calls used, None: the
+    budget was spent). `run_of_token` is a query naming the top-level run of the token's live
+    run as `run` and that run as `own` (no row for any other token). Params of the clause, in
+    order: those of `run_of_token`, then `pretake_params(count=…)`."""
     limit, _ = _limits()
     db = connections[DEFAULT_DB_ALIAS]
     if limit <= 0 or db.vendor != "postgresql":
         return None
     with_sql = f"WITH callee AS ({run_of_token}),{_TAKING}"
     columns = f"(SELECT slot FROM taken), (SELECT {_BOUND} FROM taken)"
+    if count:
+        with_sql = f"{with_sql},{_COUNTING}"
+        columns = f"{columns}, (SELECT tool_calls FROM counted)"
     return with_sql, columns
 
 
-def pretake_params() -> tuple[list, list]:
+def pretake_params(*, count: bool) -> tuple[list, list]:
     """The parameters of `pretake_sql`'s clause (after the run query's) and of its columns."""
     limit, _ = _limits()
     call = deadline.call_seconds() * 1000
     bound = settings.DB_STATEMENT_TIMEOUT_MS
     if call:
         bound = min(bound, int(call))
-    return [limit, hold_seconds()], [str(bound)]
+    clause = [limit, hold_seconds()]
+    if count:
+        clause.append(settings.MEMORY_PORTAL["RUN_CALL_BUDGET"])
+    return clause, [str(bound)]
 
 
-def pretaken(run_id: str, slot: int | None) -> None:
-    """What the token check took for this request's call (None: every slot was busy; the call
-    waits for one as any other)."""
-    _pretaken.set(HeldSlot(run_id, slot) if slot is not None else None)
+@dataclass(frozen=True)
+class CountedCall:
+    """A call the token check took from its run's budget: the run, and the calls it has used
+    with this one (None: its budget was spent, nothing was taken)."""
+
+    run_id: str
+    used: int | None
+
+
+def pretaken(top_level_run_id: str, columns: tuple, *, run_id: str, count: bool) -> None:
+    """What the token check took for this request's call, from the columns of `pretake_sql`:
+    a slot (none: every slot was busy; the call waits for one as any other) and, with one and
+    `count`, the call from `run_id`'s budget."""
+    slot = columns[0]
+    _pretaken.set(HeldSlot(top_level_run_id, slot) if slot is not None else None)
+    counted = CountedCall(run_id, columns[2]) if count and slot is not None else None
+    _counted.set(counted)
+
+
+def counted_call(run_id: str) -> CountedCall | None:
+    """The call the token check took from `run_id`'s budget, now the call's own (None: it took
+    none, the call takes its own)."""
+    counted = _counted.get()
+    if counted is None or counted.run_id != run_id:
+        return None
+    _counted.set(None)
+    return counted
 
 
 def release_pretaken() -> None:
     """At the end of every API request: a slot taken by its token check that no call came to
-    hold (the request was refused before) is given back."""
+    hold, and a call taken from the budget that no call came to count (the request failed
+    before), are given back."""
+    counted = _counted.get()
+    if counted is not None:
+        _counted.set(None)
+        if counted.used is not None:
+            _uncount(connections[DEFAULT_DB_ALIAS], counted.run_id)
     slot = _pretaken.get()
     if slot is None:
         return
     _pretaken.set(None)
     _give_back(connections[DEFAULT_DB_ALIAS], slot)
+
+
+def _uncount(db, run_id: str) -> None:
+    with contextlib.suppress(Exception):  # as _give_back: nothing to do on a broken connection
+        if db.connection is not None and not db.needs_rollback:
+            with db.cursor() as cursor:
+                cursor.execute(_UNCOUNT, [run_id])
 
 
 def _give_back(db, slot: HeldSlot) -> None:

@@ -72,27 +72,28 @@ _WHERE = "t.prefix = %s AND t.secret_hash = %s"
 
 @cache
 def _run_of_token() -> str:
-    """The top-level run of a live run token (the slot's run, run_slots.pretake_sql)."""
+    """The top-level run of a live run token (the slot's run) and its own run (the budget's),
+    run_slots.pretake_sql."""
     return (
-        f"SELECT r.top_level_run_id AS run FROM {ApiToken._meta.db_table} t"
+        f"SELECT r.top_level_run_id AS run, r.id AS own FROM {ApiToken._meta.db_table} t"
         f" JOIN {Run._meta.db_table} r ON r.id = t.run_id"
         f" WHERE {_WHERE} AND t.revoked_at IS NULL AND r.status = '{RunStatus.RUNNING}'"
         " AND (t.expires_at IS NULL OR t.expires_at > now())"
     )
 
 
-def _load(prefix: str, secret_hash: str, *, take_slot: bool) -> ApiToken | None:
+def _load(prefix: str, secret_hash: str, *, take_slot: bool, count: bool) -> ApiToken | None:
     """The token of `prefix` whose secret hashes to `secret_hash`, with everything a call needs,
     in one statement: its run with the run's agent, project, application and the project's
     setting row (`project.memory_setting`: the switch and epoch as the call found them), or its
     user. A wrong secret finds no row, exactly as an unknown prefix does, so the two cost the
     same (no instances are built for either) and timing cannot tell a known prefix apart.
     `take_slot`: a live run token's statement also takes one of its run's slots for the call to
-    come (run_slots.pretake_sql)."""
+    come, and with `count` the call from its run's budget (run_slots.pretake_sql)."""
     before = after = None
-    pretake = run_slots.pretake_sql(_run_of_token()) if take_slot else None
+    pretake = run_slots.pretake_sql(_run_of_token(), count=count) if take_slot else None
     if pretake is not None:
-        clause_params, column_params = run_slots.pretake_params()
+        clause_params, column_params = run_slots.pretake_params(count=count)
         before = (pretake[0], [prefix, secret_hash, *clause_params])
         after = (pretake[1], column_params)
     row, extra = fastsql.select_joined(
@@ -108,15 +109,18 @@ def _load(prefix: str, secret_hash: str, *, take_slot: bool) -> ApiToken | None:
         if setting is not None:
             project.memory_setting = setting
         if pretake is not None:
-            run_slots.pretaken(run.top_level_run_id, extra[0])
+            run_slots.pretaken(run.top_level_run_id, extra, run_id=run.pk, count=count)
     token.run = run
     token.user = user
     return token
 
 
-def token_authenticate(raw: str | None, *, take_slot: bool = False) -> ApiToken:
+def token_authenticate(
+    raw: str | None, *, take_slot: bool = False, count: bool = False
+) -> ApiToken:
     """The live token for a bearer value, or auth_required / auth_invalid. `take_slot`: the
-    request is an agent tool's call, whose slot the same statement takes (given back at the
+    request is an agent tool's call, whose slot the same statement takes, and with `count` the
+    call from the run's budget (a tool whose write does not take it: given back at the
     request's end if the call never comes, run_slots.release_pretaken)."""
     if raw is None or raw == "":
         raise MemoryPortalError("auth_required", "This route needs a bearer token.")
@@ -130,7 +134,7 @@ def token_authenticate(raw: str | None, *, take_slot: bool = False) -> ApiToken:
     parts = _parts(raw, TOKEN_PREFIX)
     if parts is None:
         raise invalid
-    token = _load(*parts, take_slot=take_slot)
+    token = _load(*parts, take_slot=take_slot, count=count)
     if token is None:
         raise invalid
     if token.run is not None and token.run.status != RunStatus.RUNNING:

@@ -221,3 +221,65 @@ def test_a_slot_the_token_check_took_comes_back_whatever_the_answer(client):
     ApiToken.objects.update(expires_at=timezone.now())
     assert api.tool("memory_status", token, {}).status_code == 401
     assert not RunSlot.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_the_token_check_took_from_the_budget_counts_once_or_comes_back(
+    client, settings, monkeypatch
+):
+    """On PostgreSQL a tool's token check also takes the call from its run's budget (a round
+    trip fewer; a write's own statement takes its own): an answered call, a refused body and a
+    spent budget each count once, as ever; a request that fails between the check and its
+    call gives the call back with the slot."""
+    from django.test import Client
+
+    from memory_portal.api import calls
+    from memory_portal.memory.models import Stage
+
+    from .conftest import Api
+
+    api = Api(client)
+    project = services.project_create(actor=None, slug="budget", name="Budget")
+    services.memory_enable(actor=None, project=project)
+    agent = services.agent_create(actor=None, project=project, name="A", stage=Stage.RUNTIME)
+    run = services.run_create(actor=None, agent=agent)
+    token = services.token_create(actor=None, run=run)[1]
+
+    def used() -> int:
+        run.refresh_from_db()
+        return run.tool_calls
+
+    assert api.tool("memory_status", token, {}).status_code == 200
+    assert used() == 1
+    assert api.tool("memory_status", token, {"project": "x"}).status_code == 400
+    assert used() == 2
+    assert api.tool("memory_write", token, WRITE).status_code == 200
+    assert used() == 3
+
+    def fails():
+        raise RuntimeError("a forced failure before the call")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(calls.deadline, "bounded_call", fails)
+        answer = Client(raise_request_exception=False).post(
+            "/api/tools/memory_status", {}, content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )  # fmt: skip
+    assert answer.status_code == 500
+    assert used() == 3, "the call the check took is given back"
+    assert not RunSlot.objects.exists()
+
+    settings.MEMORY_PORTAL = {**settings.MEMORY_PORTAL, "RUN_CALL_BUDGET": 4}
+    assert api.tool("memory_search", token, {"query": "anything"}).status_code == 200
+    spent = api.tool("memory_status", token, {})
+    assert spent.status_code == 429 and error_code(spent) == "memory_call_budget"
+    assert used() == 4
+    counts = {(c.tool, c.outcome): c.count for c in ToolCallCount.objects.filter(run=run)}
+    assert counts == {
+        ("status", "ok"): 1,
+        ("status", "memory_invalid"): 1,
+        ("write", "ok"): 1,
+        ("search", "ok"): 1,
+        ("status", "memory_call_budget"): 1,
+    }
+    assert not RunSlot.objects.exists()

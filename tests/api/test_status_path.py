@@ -63,28 +63,32 @@ def test_the_count_includes_the_callers_own_notes_the_fingerprint_does_not(api, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_status_is_four_round_trips_and_three_at_an_unchanged_revision(api, tokens, world):
-    """PostgreSQL, as a request runs: the token check (which takes the run's slot and carries
-    the setting row), the call taken from the budget, the count and digest — left out when
-    they are kept for this revision — and the trace row with the slot given back."""
+def test_a_status_is_three_round_trips_and_two_at_an_unchanged_revision(api, tokens, world):
+    """PostgreSQL, as a request runs: the token check (which takes the run's slot and the call
+    from its budget, and carries the setting row), the count and digest — left out when they
+    are kept for this revision — and the trace row with the slot given back."""
     if connection.vendor != "postgresql":
         pytest.skip("the round trips of PostgreSQL's status path")
     _write(world, 3)
     _status(api, tokens.agent)  # stamps the token's last use
     kept_seen.clear()
+    world.run.refresh_from_db()
+    calls_before = world.run.tool_calls
     trips = []
     for _ in range(2):
         with RoundTrips(connection) as sent:
             assert api.tool("memory_status", tokens.agent, {}).status_code == 200
         trips.append(sent.trips)
     first, again = trips
-    assert len(first) == 4, "\n".join(first)
-    check, budget, digest, trace = first
+    assert len(first) == 3, "\n".join(first)
+    check, digest, trace = first
     assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
-    assert budget.startswith("UPDATE memory_run SET tool_calls")
+    assert "UPDATE memory_run AS counted SET tool_calls" in check
     assert "hashtextextended" in digest
     assert "memory_toolcallcount" in trace and "DELETE FROM memory_run_slot" in trace
-    assert again == [check, budget, trace], "\n".join(again)
+    assert again == [check, trace], "\n".join(again)
+    world.run.refresh_from_db()
+    assert world.run.tool_calls == calls_before + 2, "each call taken from the budget once"
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM memory_run_slot")
         assert cursor.fetchone()[0] == 0, "every slot given back"

@@ -1,11 +1,13 @@
 """The per-run tool-call trace and the 512-call budget.
 
 An API call takes one call from its run's budget and adds one to the trace row of its tool and
-outcome (api/tracing.py). A call whose service changes memory in one transaction of its own
-(`memory_write`, v1 save) hands the write an `OpenCall` instead: the write takes the call and
-counts it `ok` under its lock, in the statement that checks its caps (`ProjectChange.admit`),
-so budget, trace and note commit together, in two statements fewer; if the write refuses,
-repeats an identical note or rolls back, the call path counts the call as before."""
+outcome (api/tracing.py); on PostgreSQL an agent tool's token check takes the call already, in
+its statement (run_slots.pretake_sql), and the call finds it taken. A call whose service
+changes memory in one transaction of its own (`memory_write`, v1 save) hands the write an
+`OpenCall` instead: the write takes the call and counts it `ok` under its lock, in the
+statement that checks its caps (`ProjectChange.admit`), so budget, trace and note commit
+together, in two statements fewer; if the write refuses, repeats an identical note or rolls
+back, the call path counts the call as before."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils import timezone
 
-from .. import fastsql
+from .. import fastsql, run_slots
 from ..errors import MemoryPortalError
 from ..models import Run
 
@@ -25,9 +27,13 @@ def _budget() -> int:
 
 def run_call_consume(*, run: Run) -> int:
     """Take one call from the run's budget atomically (no read-then-write race); refuse with
-    memory_call_budget once it is spent. Returns the calls used so far."""
-    budget = _budget()
-    used = fastsql.call_consume(run.pk, budget)
+    memory_call_budget once it is spent. Returns the calls used so far. A call the request's
+    token check took already (an agent tool's, run_slots.pretake_sql) is this call's."""
+    counted = run_slots.counted_call(run.pk)
+    if counted is not None:
+        used = counted.used
+    else:
+        used = fastsql.call_consume(run.pk, _budget())
     if used is None:
         raise budget_spent(run)
     run.tool_calls = used

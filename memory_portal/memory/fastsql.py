@@ -27,13 +27,14 @@ def _db():
 
 def prepared_cursor(db=None):
     """A cursor for the hot path's statements (the token check, the clean write, a call's
-    budget and trace): on PostgreSQL it binds its parameters on the server, so psycopg prepares
-    each statement on its connection at its first use (`prepare_threshold`, settings.py) and
-    PostgreSQL plans it once: a generic plan, which the session keeps (`plan_cache_mode`,
-    memory_portal/database/). Planning was most of these statements' time (the token check's
-    seven-table join planned for a millisecond and ran in a fifth of one). Every other cursor
-    binds on the client, and the ORM's statements are planned with their values, as a search's
-    full-text candidates need. Elsewhere than PostgreSQL, the connection's own cursor."""
+    budget and trace, a read's records): on PostgreSQL it binds its parameters on the server,
+    so psycopg prepares each statement on its connection at its first use
+    (`prepare_threshold`, settings.py) and PostgreSQL plans it once: a generic plan, which the
+    session keeps (`plan_cache_mode`, memory_portal/database/). Planning was most of these
+    statements' time (the token check's seven-table join planned for a millisecond and ran in
+    a fifth of one). Every other cursor binds on the client, and the ORM's statements are
+    planned with their values, as a search's full-text candidates need. Elsewhere than
+    PostgreSQL, the connection's own cursor."""
     db = db or _db()
     prepared = getattr(db, "prepared_cursor", None)  # memory_portal/database/base.py
     return prepared() if prepared is not None else db.cursor()

@@ -16,7 +16,8 @@ ports; one client, a keep-alive connection to each, sends in turn, --calls times
 Reported per call kind: p50 and p95 in ms and p50 ÷ the hello-world's p50; the machine's load
 average before and after; the targets (docs/PERFORMANCE.md, "The hot path against the floor").
 The projects are deleted at the end unless --keep. The facts of the big project are filled with
-their stored vectors (bench/util.py `fill_facts`), the write service's protocol left aside.
+their stored vectors (bench/util.py `fill_facts`), the write service's protocol left aside,
+and the notes' table is analysed after, as autovacuum would soon after such an insert.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from bench import server as benchserver
 from bench.recall_eval import load_dataset
 from bench.util import fill_facts
 from memory_portal.memory import services
-from memory_portal.memory.models import AuditEvent, MemorySetting, Project, Stage
+from memory_portal.memory.models import AuditEvent, MemorySetting, Note, Project, Stage
 
 # p50 ÷ the hello-world's p50, at most (issue targets; status N also ≤ 1.2 × status 10).
 TARGETS = {"write": 2.5, "status big": 2.0, "search big": 6.0}
@@ -109,6 +110,8 @@ class Command(BaseCommand):
             if size:
                 fill_facts(project, agent, texts[-size:] if size < len(texts) else texts, size)
             self.projects[name] = agent
+        with connection.cursor() as cursor:  # as autovacuum would, soon after a bulk insert
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(Note._meta.db_table)}")
 
     def _token(self, name: str, **fields) -> str:
         _run, token = services.run_start(actor=None, agent=self.projects[name], **fields)

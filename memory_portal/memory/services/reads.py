@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
+from .. import fastsql
 from ..actors import Actor
 from ..errors import MemoryPortalError
 from ..models import Note, NoteRead, Run
@@ -88,7 +89,7 @@ def _insert(run_id: str, now: datetime, rows: list[tuple]) -> None:
         f"INSERT INTO {quote(NoteRead._meta.db_table)} ({', '.join(map(quote, columns))}) "
         f"VALUES {', '.join([one] * len(rows))}"
     )
-    with db.cursor() as cursor:
+    with fastsql.prepared_cursor(db) as cursor:  # planned once per connection and row count
         cursor.execute(sql, values)
 
 

@@ -12,10 +12,8 @@ per process.
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
-from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import numpy as np
 from django.conf import settings
 
 from . import deadline
+from .lru import Lru
 
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 BATCH = 32
@@ -267,38 +266,21 @@ class _VectorCache:
     Bounded, least recently used out first."""
 
     def __init__(self, size: int = 16_384) -> None:
-        self.size = size
-        self._data: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._data: Lru[tuple[str, str], np.ndarray] = Lru(size)
 
     def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
+        self._data.clear()
 
     def holds(self, provider: str, text: str) -> bool:
-        with self._lock:
-            return (provider, text) in self._data
+        return (provider, text) in self._data
 
     def put(self, provider: str, text: str, vector: np.ndarray) -> None:
         """Keep a vector computed elsewhere (a run's task, stored as it started)."""
-        with self._lock:
-            self._keep({(provider, text): vector})
-
-    def _keep(self, vectors: dict[tuple[str, str], np.ndarray]) -> None:
-        """Add `vectors` as the most recent, dropping the least recent past `size` (under
-        the lock)."""
-        for key, vector in vectors.items():
-            self._data[key] = vector
-            self._data.move_to_end(key)
-        while len(self._data) > self.size:
-            self._data.popitem(last=False)
+        self._data.put((provider, text), vector)
 
     def embed(self, embedder, texts: list[str]) -> np.ndarray:
         keys = [(embedder.name, t) for t in texts]
-        with self._lock:
-            found = {k: self._data[k] for k in keys if k in self._data}
-            for k in found:
-                self._data.move_to_end(k)
+        found = self._data.get_many(keys)
         missing = list(dict.fromkeys(k[1] for k in keys if k not in found))
         if missing:
             fresh = {
@@ -306,8 +288,7 @@ class _VectorCache:
                 for text, vector in zip(missing, embedder.embed(missing), strict=True)
             }
             found.update(fresh)
-            with self._lock:
-                self._keep(fresh)
+            self._data.put_many(fresh)
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[k] for k in keys])

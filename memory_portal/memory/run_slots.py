@@ -186,20 +186,22 @@ def release_pretaken() -> None:
 
 
 def _uncount(db, run_id: str) -> None:
-    with contextlib.suppress(Exception):  # as _give_back: nothing to do on a broken connection
-        if db.connection is not None and not db.needs_rollback:
-            with db.cursor() as cursor:
-                cursor.execute(_UNCOUNT, [run_id])
+    _send_if_usable(db, _UNCOUNT, [run_id])
 
 
 def _give_back(db, slot: HeldSlot) -> None:
-    # A connection closed or broken during the call cannot give the slot back: its row
-    # expires instead (hold_seconds).
+    configured = str(settings.DB_STATEMENT_TIMEOUT_MS)
+    _send_if_usable(db, GIVE_BACK, [slot.run_id, slot.slot, configured])
+
+
+def _send_if_usable(db, sql: str, params: list) -> None:
+    """A statement that hands back what a call took, as its request ends. A connection closed
+    or broken during the call cannot send it: a slot's row expires instead (hold_seconds), and
+    a call taken from the budget stays counted."""
     with contextlib.suppress(Exception):
         if db.connection is not None and not db.needs_rollback:
-            configured = str(settings.DB_STATEMENT_TIMEOUT_MS)
             with db.cursor() as cursor:
-                cursor.execute(GIVE_BACK, [slot.run_id, slot.slot, configured])
+                cursor.execute(sql, params)
 
 
 def _limits() -> tuple[int, float]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,6 +13,7 @@ from django.utils import timezone
 from ..access import actor_role, require_member
 from ..actors import Actor
 from ..errors import MemoryPortalError
+from ..lru import Lru
 from ..models import (
     Agent,
     Kind,
@@ -195,31 +194,23 @@ class _Kept:
     SIZE = 4096
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._answers: OrderedDict[tuple, tuple[Seen, datetime | None]] = OrderedDict()
+        self._answers: Lru[tuple, tuple[Seen, datetime | None]] = Lru(self.SIZE)
 
     def get(self, key: tuple) -> Seen | None:
-        with self._lock:
-            kept = self._answers.get(key)
-            if kept is None:
-                return None
-            seen, until = kept
-            if until is not None and timezone.now() >= until:
-                del self._answers[key]
-                return None
-            self._answers.move_to_end(key)
-            return seen
+        kept = self._answers.get(key)
+        if kept is None:
+            return None
+        seen, until = kept
+        if until is not None and timezone.now() >= until:
+            self._answers.pop(key)
+            return None
+        return seen
 
     def put(self, key: tuple, seen: Seen, until: datetime | None) -> None:
-        with self._lock:
-            self._answers[key] = (seen, until)
-            self._answers.move_to_end(key)
-            while len(self._answers) > self.SIZE:
-                self._answers.popitem(last=False)
+        self._answers.put(key, (seen, until))
 
     def clear(self) -> None:
-        with self._lock:
-            self._answers.clear()
+        self._answers.clear()
 
 
 kept_seen = _Kept()

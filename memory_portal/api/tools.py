@@ -184,12 +184,16 @@ def _write(actor: Actor, args: s.MemoryWriteArgs, call: services.OpenCall | None
     )
     note = result.note
     setting = actor.setting or selectors.setting_get(project=actor.run.project)
+    if result.created:  # answered from the write: nothing is read after its commit
+        held = selectors.held_as_written(setting=setting, note=note, writer=actor.run.agent)
+    else:  # an identical note stored earlier, perhaps by another agent
+        held = note.pk in selectors.held_note_ids(setting=setting, note_ids=[note.pk])
     return {
         "id": note.id,
         "trust": note.trust,
         "status": note.status,
         "created": result.created,
-        "held": note.pk in selectors.held_note_ids(setting=setting, note_ids=[note.pk]),
+        "held": held,
     }
 
 

@@ -464,16 +464,23 @@ def write_clean(
     with prepared_cursor(db) as cursor, prepared_cursor(db) as answer:
         try:
             # One round trip: the statements go out together and are answered at one sync.
+            # Outside a transaction they are the pipeline's implicit transaction, committed
+            # by that sync, whose answer the server sends at once: no explicit COMMIT, which
+            # the server would run on its own and whose answer a connection ended before the
+            # sync would lose (a refused write that was stored).
             with db.wrap_database_errors, db.connection.pipeline():
-                cursor.execute("SAVEPOINT clean_write" if inside else "BEGIN")
+                if inside:
+                    cursor.execute("SAVEPOINT clean_write")
                 cursor.execute(_BOUND_LOCAL, [str(lock_ms)])
                 cursor.execute(_CLEAN_LOCK, [p])
                 cursor.execute(_BOUND_LOCAL, [str(statement_ms)])
                 answer.execute(sql, params)
-                cursor.execute("RELEASE SAVEPOINT clean_write" if inside else "COMMIT")
+                if inside:
+                    cursor.execute("RELEASE SAVEPOINT clean_write")
         except BaseException as exc:
-            with contextlib.suppress(Exception):  # a broken connection keeps the first error
-                cursor.execute("ROLLBACK TO SAVEPOINT clean_write" if inside else "ROLLBACK")
+            if inside:  # outside, the failed sync rolled the implicit transaction back
+                with contextlib.suppress(Exception):  # a broken connection keeps its error
+                    cursor.execute("ROLLBACK TO SAVEPOINT clean_write")
             refusal = _busy(exc) if isinstance(exc, OperationalError) else None
             if refusal is None:
                 raise

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import select
 import time
+from contextlib import contextmanager
 
 import pytest
 from django.db import close_old_connections, connection, connections
 
 from memory_portal.database.base import numbered
+from memory_portal.memory.models import Note
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -73,3 +75,45 @@ def test_a_connection_the_server_ended_is_found_without_a_round_trip_per_request
     answer = api.tool("memory_status", tokens.agent, {})
     assert answer.status_code == 200, answer.json()
     assert db.connection.info.backend_pid != pid
+
+
+def test_a_write_whose_connection_ends_before_its_answer_is_refused_only_if_not_stored(
+    api, tokens, world, monkeypatch
+):
+    """The clean write goes out as one pipeline. Its backend is ended (as a fast shutdown or
+    a restart ends it) after every statement was sent and run, before the pipeline's end was:
+    the caller's 503 must then mean that nothing was stored — a commit that ran ahead of the
+    answer would leave a stored note behind a refusal (the fault suite's "nothing refused is
+    stored")."""
+    db = connections["default"]
+    assert api.tool("memory_status", tokens.agent, {}).status_code == 200
+    real = type(db.connection).pipeline
+    ended = []
+
+    @contextmanager
+    def ended_before_the_answer(conn):
+        with real(conn) as pipeline:
+            yield pipeline
+            time.sleep(0.2)  # the server has run what was sent
+            pid = conn.info.backend_pid
+            other = connections.create_connection("default")
+            try:
+                with other.cursor() as cursor:
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+            finally:
+                other.close()
+            ended.append(pid)
+            deadline = time.monotonic() + 5
+            while not select.select([conn.fileno()], [], [], 0.05)[0]:
+                assert time.monotonic() < deadline, "the server never ended the connection"
+
+    monkeypatch.setattr(type(db.connection), "pipeline", ended_before_the_answer)
+    content = "The deploy window closes at six"
+    answer = api.tool("memory_write", tokens.agent, {"kind": "fact", "content": content})
+    monkeypatch.undo()
+    assert ended, "the write did not go out as a pipeline"
+    db.close()
+    stored = Note.objects.filter(content=content).count()
+    assert answer.status_code == 503 and stored == 0, (answer.status_code, stored)
+    again = api.tool("memory_write", tokens.agent, {"kind": "fact", "content": content})
+    assert again.status_code == 200 and again.json()["created"] is True, again.json()

@@ -7,7 +7,11 @@ tests/memory/test_visibility_paths.py."""
 
 from __future__ import annotations
 
-from memory_portal.memory import services
+from itertools import product
+
+import pytest
+
+from memory_portal.memory import selectors, services
 from memory_portal.memory.models import Agent, AuditEvent, MemorySetting, Note
 
 from .conftest import error_code
@@ -161,3 +165,34 @@ def test_the_policy_api_refuses_bad_input_and_members(api, tokens, world):
     assert not setting.enabled and setting.review_policy == "hold"
     page = api.get(url, tokens.manager).json()
     assert page["setting"]["reviewPolicy"] == "hold"
+
+
+@pytest.mark.parametrize("policy", ["open", "hold"])
+def test_a_writes_held_answer_is_the_rule_the_reads_use(world, policy):
+    """The write answers `held` from what it wrote (`held_as_written`, no statement after its
+    commit); the reads hold notes by `held_q`. Every combination of the rule's conditions — the
+    policy, the note's trust, a top-level run or none, the writer trusted or not — gets the same
+    answer from both."""
+    MemorySetting.objects.filter(project=world.project).update(review_policy=policy)
+    setting = MemorySetting.objects.get(project=world.project)
+    cases = []
+    for n, (trust, top, trusted) in enumerate(
+        product(["learned", "reviewed"], [True, False], [False, True])
+    ):
+        Agent.objects.filter(pk=world.agent.pk).update(trusted=trusted)
+        writer = Agent.objects.get(pk=world.agent.pk)
+        note = services.note_write(
+            actor=world.as_agent, kind="fact", content=f"Case {n}: the build cache is warm"
+        ).note
+        changed = {"trust": trust}
+        if not top:
+            changed["top_level_run_id"] = ""
+        Note.objects.filter(pk=note.pk).update(**changed)
+        note.refresh_from_db()
+        as_written = selectors.held_as_written(setting=setting, note=note, writer=writer)
+        by_rule = note.pk in selectors.held_note_ids(setting=setting, note_ids=[note.pk])
+        cases.append(((trust, top, trusted), as_written, by_rule))
+    assert [c for c in cases if c[1] != c[2]] == []
+    assert any(c[1] for c in cases) == (policy == "hold")
+    with pytest.raises(ValueError):  # only its writer says whether a note is held as written
+        selectors.held_as_written(setting=setting, note=note, writer=world.agent2)

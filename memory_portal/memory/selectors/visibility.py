@@ -108,6 +108,20 @@ def held_note_ids(*, setting: MemorySetting, note_ids: list[str]) -> set[str]:
     return set(held.values_list("pk", flat=True))
 
 
+def held_as_written(*, setting: MemorySetting, note: Note, writer: Agent) -> bool:
+    """`held_q` for a note `writer` has just written, from what its write holds: no statement
+    after the commit, where a database lost would turn a stored write into a refusal. A test
+    keeps it equal to `held_note_ids` on every combination of the rule's conditions."""
+    if note.created_by_agent_id != writer.pk:
+        raise ValueError("held_as_written needs the agent that wrote the note.")
+    return (
+        setting.review_policy == ReviewPolicy.HOLD
+        and note.trust == Trust.LEARNED
+        and note.top_level_run_id != ""
+        and not writer.trusted
+    )
+
+
 def _released_q(view: AgentView) -> Q:
     """Under `hold`, what the view may see: every note `held_q` does not hold, and the held
     ones of its own top-level run (its nested runs share it); a person's preview has no run.

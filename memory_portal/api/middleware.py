@@ -4,6 +4,7 @@ refuse bodies past the upload limit and NUL characters in URLs before anything p
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -19,6 +20,8 @@ from memory_portal.memory.errors import MemoryPortalError
 from memory_portal.memory.run_slots import release_pretaken
 from memory_portal.memory.validation import CONTENT_MAX, FACT_MAX
 
+from . import after_answer
+
 STATUS_CODES = {405: "method_not_allowed", 404: "not_found", 400: "memory_invalid"}
 
 
@@ -27,14 +30,27 @@ class ApiErrorEnvelopeMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        try:
-            response = self.get_response(request)
-        finally:
-            # A slot the token check took for a call that never ran (the request was refused
-            # before it) is given back (memory/run_slots.py).
-            release_pretaken()
-        if not request.path.startswith("/api/") or response.status_code < 400:
-            return response
+        # A JSON API call leaves its trace row for after its answer (api/after_answer.py);
+        # /mcp, whose answers may stream, writes it at once.
+        api = request.path.startswith("/api/")
+        with after_answer.collecting() if api else contextlib.nullcontext([]) as pending:
+            try:
+                response = self.get_response(request)
+            except BaseException:
+                after_answer.run(pending)
+                raise
+            finally:
+                # A slot the token check took for a call that never ran (the request was
+                # refused before it) is given back (memory/run_slots.py).
+                release_pretaken()
+        if api and response.status_code >= 400:
+            response = self.enveloped(request, response)
+        if pending:  # run as the server closes the answer it has sent (WSGI)
+            response._resource_closers.append(lambda: after_answer.run(pending))
+        return response
+
+    @staticmethod
+    def enveloped(request, response):
         if response.get("Content-Type", "").startswith("application/json"):
             try:
                 if "error" in json.loads(response.content or b"{}"):

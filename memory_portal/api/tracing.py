@@ -7,10 +7,14 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 
+from django.utils import timezone
+
 from memory_portal import metrics
-from memory_portal.memory import services
+from memory_portal.memory import run_slots, services
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError, retryable
+
+from . import after_answer
 
 logger = logging.getLogger("memory_portal.api")
 
@@ -100,6 +104,8 @@ def _outcome(run, tool: str, call):
         raise
     if call is not None and call.settled:
         return  # counted with the write, in its transaction
+    if call is None and _recorded_after_answer(run, tool):
+        return
     # The call has done its work (a write is committed): losing the database now must not
     # turn its answer into an error, so a retryable failure of the trace row is only logged.
     try:
@@ -109,6 +115,19 @@ def _outcome(run, tool: str, call):
         if refusal is None:
             raise
         logger.warning("%s while tracing a completed %s call of %s", refusal.code, tool, run.pk)
+
+
+def _recorded_after_answer(run, tool: str) -> bool:
+    """An `ok` call already taken from its run's budget: nothing left can change its answer,
+    so its trace row — and the slot's give-back, in the row's round trip — is written after
+    the answer has left (api/after_answer.py). False outside an API request."""
+    if not after_answer.available():
+        return False
+    at, slot = timezone.now(), run_slots.hand_over()
+    after_answer.defer(
+        lambda: services.tool_call_record(run=run, tool=tool, outcome="ok", at=at, slot=slot)
+    )
+    return True
 
 
 def record_rejected_call(request, code: str) -> None:

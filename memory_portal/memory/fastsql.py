@@ -595,16 +595,18 @@ _COUNT_CALL = (
 )
 
 
-def call_record(run_id: str, tool: str, outcome: str, *, now) -> None:
+def call_record(
+    run_id: str, tool: str, outcome: str, *, now, slot: run_slots.HeldSlot | None = None
+) -> None:
     """Count one call of `tool` with `outcome` in one statement (insert or add one). The
     trace row is a call's last statement: on PostgreSQL, outside a caller's transaction, the
-    slot the call holds goes back in the same round trip (memory/run_slots.py)."""
+    slot the call holds — or `slot`, handed over to this statement (api/after_answer.py) —
+    goes back in the same round trip (memory/run_slots.py)."""
     db = _db()
     value = _DATETIME.get_db_prep_save(now, connection=db)
     sql = _COUNT_CALL.format(rows="VALUES (%s, %s, %s, 1, %s)")
     params = [run_id, tool, outcome, value]
-    slot = None
-    if db.vendor == "postgresql" and not db.in_atomic_block:
+    if slot is None and db.vendor == "postgresql" and not db.in_atomic_block:
         slot = run_slots.held()
     if slot is None:
         with prepared_cursor(db) as cursor:

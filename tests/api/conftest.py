@@ -7,6 +7,7 @@ import json
 import pytest
 from django.test import Client
 
+from memory_portal.api import after_answer
 from memory_portal.memory import services
 
 
@@ -64,12 +65,14 @@ class RoundTrips:
     """The statements a block sends and the round trips they take: a statement is one, and
     statements sent together in a pipeline (psycopg's pipeline mode, answered at one sync) are
     one between them. `statements`: each statement's SQL; `trips`: the SQL of each round trip's
-    statements, joined by "; "."""
+    statements, joined by "; "; `answered`: how many trips had been sent when the answer was
+    complete (the rest ran after it, api/after_answer.py; None: nothing was left)."""
 
     def __init__(self, connection):
         self.connection = connection
         self.statements: list[str] = []
         self.trips: list[str] = []
+        self.answered: int | None = None
         self._piped = False
 
     def __call__(self, execute, sql, params, many, context):
@@ -87,7 +90,24 @@ class RoundTrips:
     def __enter__(self):
         self._wrapper = self.connection.execute_wrapper(self)
         self._wrapper.__enter__()
+        self._run = after_answer.run
+
+        def run(pending):
+            if self.answered is None:
+                self.answered = len(self.trips)
+            return self._run(pending)
+
+        after_answer.run = run
         return self
 
     def __exit__(self, *exc):
+        after_answer.run = self._run
         return self._wrapper.__exit__(*exc)
+
+    @property
+    def before_answer(self) -> list[str]:
+        return self.trips if self.answered is None else self.trips[: self.answered]
+
+    @property
+    def after_answer(self) -> list[str]:
+        return [] if self.answered is None else self.trips[self.answered :]

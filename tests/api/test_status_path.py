@@ -63,10 +63,13 @@ def test_the_count_includes_the_callers_own_notes_the_fingerprint_does_not(api, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_status_is_three_round_trips_and_two_at_an_unchanged_revision(api, tokens, world):
+def test_a_status_is_answered_after_two_round_trips_and_one_at_an_unchanged_revision(
+    api, tokens, world
+):
     """PostgreSQL, as a request runs: the token check (which takes the run's slot and the call
-    from its budget, and carries the setting row), the count and digest — left out when they
-    are kept for this revision — and the trace row with the slot given back."""
+    from its budget, and carries the setting row) and the count and digest — left out when
+    they are kept for this revision — then the answer; the trace row with the slot given back
+    goes after it."""
     if connection.vendor != "postgresql":
         pytest.skip("the round trips of PostgreSQL's status path")
     _write(world, 3)
@@ -78,15 +81,18 @@ def test_a_status_is_three_round_trips_and_two_at_an_unchanged_revision(api, tok
     for _ in range(2):
         with RoundTrips(connection) as sent:
             assert api.tool("memory_status", tokens.agent, {}).status_code == 200
-        trips.append(sent.trips)
-    first, again = trips
-    assert len(first) == 3, "\n".join(first)
-    check, digest, trace = first
+        trips.append((sent.before_answer, sent.after_answer))
+    (first, after), (again, after_again) = trips
+    assert len(first) == 2, "\n".join(first)
+    check, digest = first
     assert "memory_apitoken" in check and "INSERT INTO memory_run_slot" in check
     assert "UPDATE memory_run AS counted SET tool_calls" in check
     assert "hashtextextended" in digest
+    # The trace row and the slot's give-back: one trip, after the answer has left.
+    assert len(after) == 1, "\n".join(after)
+    trace = after[0]
     assert "memory_toolcallcount" in trace and "DELETE FROM memory_run_slot" in trace
-    assert again == [check, trace], "\n".join(again)
+    assert again == [check] and after_again == [trace], "\n".join(again + after_again)
     world.run.refresh_from_db()
     assert world.run.tool_calls == calls_before + 2, "each call taken from the budget once"
     with connection.cursor() as cursor:
@@ -94,6 +100,10 @@ def test_a_status_is_three_round_trips_and_two_at_an_unchanged_revision(api, tok
         assert cursor.fetchone()[0] == 0, "every slot given back"
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "30s", "the session's bound restored"
+        # The slot's take commits without waiting for the WAL's flush, for itself only.
+        assert "set_config('synchronous_commit', 'off', true)" in check
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on", "every later commit of the session is durable"
 
 
 def _reads_notes(statements: list[str]) -> list[str]:

@@ -95,6 +95,11 @@ def test_a_clean_write_is_two_round_trips(api, tokens, world):
         assert cursor.fetchone()[0] == 0, "every slot given back"
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "30s", "the session's bound restored"
+        # The token check's slot commits without waiting for the WAL's flush; the note's
+        # transaction does wait (and flushes the check's with its own).
+        assert "synchronous_commit" in check and "synchronous_commit" not in write, write
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
 
 
 def test_the_token_check_is_one_statement(tokens, world):

@@ -12,6 +12,7 @@ back, the call path counts the call as before."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -19,6 +20,7 @@ from django.utils import timezone
 from .. import fastsql, run_slots
 from ..errors import MemoryPortalError
 from ..models import Run
+from ..run_slots import HeldSlot
 
 
 def _budget() -> int:
@@ -55,9 +57,12 @@ def run_budget_spent(*, run: Run) -> bool:
     return run.tool_calls >= _budget()
 
 
-def tool_call_record(*, run: Run, tool: str, outcome: str) -> None:
-    """Count one call of `tool` that ended with `outcome` (`ok` or an error code)."""
-    fastsql.call_record(run.pk, tool, outcome, now=timezone.now())
+def tool_call_record(
+    *, run: Run, tool: str, outcome: str, at: datetime | None = None, slot: HeldSlot | None = None
+) -> None:
+    """Count one call of `tool` that ended with `outcome` (`ok` or an error code) `at` (now);
+    `slot`: the call's, handed over to be given back with the row (run_slots.hand_over)."""
+    fastsql.call_record(run.pk, tool, outcome, now=at or timezone.now(), slot=slot)
 
 
 @dataclass

@@ -35,10 +35,7 @@ class ApiErrorEnvelopeMiddleware:
         api = request.path.startswith("/api/")
         with after_answer.collecting() if api else contextlib.nullcontext([]) as pending:
             try:
-                response = self.get_response(request)
-            except BaseException:
-                after_answer.run(pending)
-                raise
+                response = self.get_response(request)  # an exception is a response by now
             finally:
                 # A slot the token check took for a call that never ran (the request was
                 # refused before it) is given back (memory/run_slots.py).

@@ -64,11 +64,19 @@ _BOUND = "set_config('statement_timeout', %s, false)"
 # flushes it with its own. Inside a caller's transaction it is not sent: it would hold for the
 # whole of that transaction.
 _QUICK_COMMIT = "set_config('synchronous_commit', 'off', true)"
-# A call's own take. Params: the run, the limit, the hold, the statement bound.
-_TAKE = f"WITH callee AS (SELECT %s::text AS run),{_TAKING} SELECT slot, {_BOUND} FROM taken"
-_TAKE_QUICK = (
+
+
+def _quick_commit(db) -> str:
+    """The column that makes a slot-taking statement's commit quick: "" inside a caller's
+    transaction."""
+    return "" if db.in_atomic_block else f", (SELECT {_QUICK_COMMIT} FROM taken)"
+
+
+# A call's own take (`{quick}`: `_quick_commit`). Params: the run, the limit, the hold, the
+# statement bound.
+_TAKE = (
     f"WITH callee AS (SELECT %s::text AS run),{_TAKING}"
-    f" SELECT slot, {_BOUND}, {_QUICK_COMMIT} FROM taken"
+    f" SELECT slot, {_BOUND}{{quick}} FROM taken"
 )
 # Params: the run, the slot, the configured statement timeout. Also sent after the trace row
 # of a call, in its round trip (fastsql.call_record).
@@ -145,9 +153,7 @@ def pretake_sql(run_of_token: str, *, count: bool) -> tuple[str, str] | None:
     if count:
         with_sql = f"{with_sql},{_COUNTING}"
         columns = f"{columns}, (SELECT tool_calls FROM counted)"
-    if not db.in_atomic_block:
-        columns = f"{columns}, (SELECT {_QUICK_COMMIT} FROM taken)"
-    return with_sql, columns
+    return with_sql, columns + _quick_commit(db)
 
 
 def pretake_params(*, count: bool) -> tuple[list, list]:
@@ -301,7 +307,7 @@ def _take(db, run_id: str, limit: int, wait: float) -> int:
     while True:
         bound = deadline.statement_ms(settings.DB_STATEMENT_TIMEOUT_MS)
         with db.cursor() as cursor:
-            take = _TAKE if db.in_atomic_block else _TAKE_QUICK
+            take = _TAKE.format(quick=_quick_commit(db))
             cursor.execute(take, [run_id, limit, hold, str(bound)])
             row = cursor.fetchone()
         if row is not None:

@@ -20,7 +20,6 @@ from django.utils import timezone
 from .. import fastsql, run_slots
 from ..errors import MemoryPortalError
 from ..models import Run
-from ..run_slots import HeldSlot
 
 
 def _budget() -> int:
@@ -58,7 +57,12 @@ def run_budget_spent(*, run: Run) -> bool:
 
 
 def tool_call_record(
-    *, run: Run, tool: str, outcome: str, at: datetime | None = None, slot: HeldSlot | None = None
+    *,
+    run: Run,
+    tool: str,
+    outcome: str,
+    at: datetime | None = None,
+    slot: run_slots.HeldSlot | None = None,
 ) -> None:
     """Count one call of `tool` that ended with `outcome` (`ok` or an error code) `at` (now);
     `slot`: the call's, handed over to be given back with the row (run_slots.hand_over)."""

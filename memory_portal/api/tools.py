@@ -14,7 +14,7 @@ from memory_portal.memory import selectors, services
 from memory_portal.memory.access import check_agent_gate
 from memory_portal.memory.actors import Actor
 from memory_portal.memory.errors import MemoryPortalError
-from memory_portal.memory.models import ReadTool, Target
+from memory_portal.memory.models import Note, ReadTool, Run, Target
 
 from . import schemas as s
 from . import serializers
@@ -141,13 +141,11 @@ def _page_of(
     )
 
 
-# What a tool's answer never shows, and costs the most to read: the note's stored vector and
-# its origin run's task vector and description (a page reads the run for its status only).
-ANSWER_SKIPS = ("embedding", "origin_run__task_embedding", "origin_run__task_description")
-
-
 def _with_relations(qs):
-    return qs.select_related("origin_run", "evidence_repository").defer(*ANSWER_SKIPS)
+    skips = selectors.ANSWER_SKIPS
+    return qs.select_related("origin_run", "evidence_repository").defer(
+        *skips[Note], *(f"origin_run__{name}" for name in skips[Run])
+    )
 
 
 def _served(actor: Actor, tool: str, body: dict, *, offset: int = 0, trusts=None) -> dict:
@@ -244,7 +242,7 @@ def _read(actor: Actor, args: s.MemoryReadArgs):
 
 
 def _search(actor: Actor, args: s.MemorySearchArgs):
-    qs = selectors.notes_search(
+    ranked = selectors.search_ids(
         actor=actor,
         query=args.query,
         kind=args.kind,
@@ -252,7 +250,14 @@ def _search(actor: Actor, args: s.MemorySearchArgs):
         day=args.date,
         tag=args.tag,
     )
-    body = _page_of(_with_relations(qs), offset=args.offset, limit=args.limit)
+    end = args.offset + args.limit
+    body = serializers.page(
+        selectors.notes_in_order(ranked[args.offset : end]),
+        offset=args.offset,
+        limit=args.limit,
+        more=len(ranked) > end,
+        render=serializers.entry,
+    )
     return _served(actor, ReadTool.SEARCH, body, offset=args.offset)
 
 

@@ -145,36 +145,42 @@ def insert_pair(first: models.Model, second: models.Model) -> None:
 _ROWS: dict[tuple, tuple[str, list]] = {}
 
 
-def _row_plan(model: type[models.Model], db) -> tuple[str, list]:
-    """Every concrete column of `model`, for a SELECT list or a RETURNING clause, and the
-    conversions the ORM applies to each (SQLite's text datetimes, …)."""
-    key = (model, db.vendor)
+def _row_plan(
+    model: type[models.Model], db, skip: tuple[str, ...] = ()
+) -> tuple[str, list, list[str] | None]:
+    """Every concrete column of `model` but the fields `skip`, for a SELECT list or a
+    RETURNING clause; the conversions the ORM applies to each (SQLite's text datetimes, …);
+    and the fields read when some are skipped (None: all), which the instance leaves deferred."""
+    key = (model, db.vendor, skip)
     plan = _ROWS.get(key)
     if plan is None:
         qn = db.ops.quote_name
-        fields = model._meta.concrete_fields
+        fields = [f for f in model._meta.concrete_fields if f.name not in skip]
         converters = []
         for i, f in enumerate(fields):
             col = f.get_col(model._meta.db_table)
             found = db.ops.get_db_converters(col) + col.get_db_converters(db)
             if found:
                 converters.append((i, col, found))
-        plan = _ROWS[key] = (", ".join(qn(f.column) for f in fields), converters)
+        names = [f.attname for f in fields] if skip else None
+        plan = _ROWS[key] = (", ".join(qn(f.column) for f in fields), converters, names)
     return plan
 
 
-def _instance(model: type[models.Model], row, converters: list, db) -> models.Model:
+def _instance(
+    model: type[models.Model], row, converters: list, db, names: list[str] | None = None
+) -> models.Model:
     values = list(row)
     for i, col, found in converters:
         for convert in found:
             values[i] = convert(values[i], col, db)
-    return model.from_db(db.alias, None, values)
+    return model.from_db(db.alias, names, values)
 
 
 def read_setting(project_id: int) -> MemorySetting | None:
     """The project's setting row as it is now, without a lock (step 1 of the write protocol)."""
     db = _db()
-    columns, converters = _row_plan(MemorySetting, db)
+    columns, converters, _ = _row_plan(MemorySetting, db)
     with db.cursor() as cursor:
         cursor.execute(
             f"SELECT {columns} FROM project_memory_setting WHERE project_id = %s", [project_id]
@@ -244,7 +250,7 @@ def lock_and_bump(
     then refuses or finds an identical note rolls the bump back with its transaction."""
     db = _db()
     value = _DATETIME.get_db_prep_save(now, connection=db)
-    columns, converters = _row_plan(MemorySetting, db)
+    columns, converters, _ = _row_plan(MemorySetting, db)
     adds, added = counters.sql_adds(counted or {})
     sets = ", ".join(["revision = revision + 1", "last_write_at = %s", *adds])
     with bounded_lock_wait(restore=False, inline=True) as bound, db.cursor() as cursor:
@@ -421,7 +427,7 @@ def write_clean(
         return None
     sql_note, note_params, _ = _insert_statement(note, db, when="EXISTS (SELECT 1 FROM taken)")
     sql_event, event_params, _ = _insert_statement(event, db, when="EXISTS (SELECT 1 FROM ins)")
-    columns, converters = _row_plan(MemorySetting, db)
+    columns, converters, _ = _row_plan(MemorySetting, db)
     adds, added = counters.sql_adds(write.counted)
     sets = ", ".join(
         ["revision = revision + 1", "event_seq = event_seq + 1", "last_write_at = %s", *adds]
@@ -504,15 +510,16 @@ def write_clean(
 
 @dataclass(frozen=True)
 class Joined:
-    """One table of a hand-built SELECT: its model, its alias, and (for every table but the
-    first) the condition of its LEFT JOIN."""
+    """One table of a hand-built SELECT: its model, its alias, (for every table but the
+    first) the condition of its LEFT JOIN, and the fields not read (left deferred)."""
 
     model: type[models.Model]
     alias: str
     on: str = ""
+    skip: tuple[str, ...] = ()
 
 
-_SELECTS: dict[tuple, tuple[str, list]] = {}
+_SELECTS: dict[tuple, tuple[str, str, list]] = {}
 
 
 def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, str, list]:
@@ -523,9 +530,10 @@ def _select_plan(tables: tuple[Joined, ...], where: str, db) -> tuple[str, str, 
         qn = db.ops.quote_name
         columns, parts = [], []
         for table in tables:
-            fields = table.model._meta.concrete_fields
+            fields = [f for f in table.model._meta.concrete_fields if f.name not in table.skip]
             columns += [f"{table.alias}.{qn(f.column)}" for f in fields]
-            parts.append((table.model, len(fields), _row_plan(table.model, db)[1]))
+            _, converters, names = _row_plan(table.model, db, table.skip)
+            parts.append((table.model, len(fields), converters, names))
         first, *rest = tables
         sql = f"FROM {qn(first.model._meta.db_table)} {first.alias}"
         for table in rest:
@@ -560,16 +568,36 @@ def select_joined(
         row = cursor.fetchone()
     if row is None:
         return None, ()
+    objects, start = _split(row, parts, db)
+    return objects, tuple(row[start:])
+
+
+def select_joined_rows(
+    tables: tuple[Joined, ...], where: str, params: list
+) -> list[list[models.Model | None]]:
+    """Every row of `select_joined`'s SELECT (no `before` or `after`), in the database's
+    order, each as one model instance per table."""
+    db = _db()
+    columns, rest, parts = _select_plan(tables, where, db)
+    with prepared_cursor(db) as cursor:
+        cursor.execute(f"SELECT {columns} {rest}", params)
+        rows = cursor.fetchall()
+    return [_split(row, parts, db)[0] for row in rows]
+
+
+def _split(row, parts: list, db) -> tuple[list[models.Model | None], int]:
+    """A joined row as one instance per table (None where a join found no row), and where the
+    tables' columns end."""
     objects: list[models.Model | None] = []
     start = 0
-    for model, width, converters in parts:
+    for model, width, converters, names in parts:
         values = list(row[start : start + width])
         start += width
         if values[0] is None and model._meta.concrete_fields[0].primary_key:
             objects.append(None)  # the LEFT JOIN found nothing
             continue
-        objects.append(_instance(model, values, converters, db))
-    return objects, tuple(row[start:])
+        objects.append(_instance(model, values, converters, db, names))
+    return objects, start
 
 
 # --- The call budget and the trace, for the API's call path -----------------------------------

@@ -1,12 +1,16 @@
 """A bounded map kept in one process's memory: the least recently used entry goes first, and
 every operation holds a lock, so a worker's threads share it. The caches of the hot path
-(query and fact vectors, a status's count and fingerprint) are made of it."""
+(query and fact vectors, a status's count and fingerprint, a search's ranking) are made of
+it."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
+from datetime import datetime
+
+from django.utils import timezone
 
 
 class Lru[K: Hashable, V]:
@@ -54,3 +58,32 @@ class Lru[K: Hashable, V]:
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+
+
+class Kept[K: Hashable, V]:
+    """What a read of an agent's view found, kept for the next read that would find the same:
+    keyed by everything the read is a function of (`visibility.view_state`: the caller's view
+    and the project's switch, epoch and revision as the call's token check read them, and
+    whatever the read adds). Every change to what an agent can see advances the revision
+    (SPEC §2.2: a write, a review, a veto, a forget, a trust or policy switch, a re-pinned
+    repository), and time changes it only as a note expires, so a value is kept until the
+    first expiry among the notes it was read from (`until`; None: none expires)."""
+
+    def __init__(self, size: int) -> None:
+        self._values: Lru[K, tuple[V, datetime | None]] = Lru(size)
+
+    def get(self, key: K) -> V | None:
+        kept = self._values.get(key)
+        if kept is None:
+            return None
+        value, until = kept
+        if until is not None and timezone.now() >= until:
+            self._values.pop(key)
+            return None
+        return value
+
+    def put(self, key: K, value: V, until: datetime | None) -> None:
+        self._values.put(key, (value, until))
+
+    def clear(self) -> None:
+        self._values.clear()

@@ -88,10 +88,11 @@ def test_search_ranks_a_note_without_a_stored_vector_by_words(world):
     assert search(world, "staging VPN") == [vpn.pk]
 
 
-def test_a_repeated_search_reads_ids_then_only_the_winners_rows(world):
-    """The candidates are read as ids, with whether each matches the words, and scored from the
-    revision-keyed row cache; only the page's notes are read whole. A change to the project (a
-    new revision) is seen at once."""
+def test_a_search_is_ranked_once_per_revision_then_only_its_page_is_read(world):
+    """The first search reads the candidates as ids, with whether each matches the words, and
+    scores them from the revision-keyed row cache; its ranking is kept, so the same query at
+    the same revision reads only the page's rows, by id, without their stored vectors. A
+    change to the project (a new revision) is seen at once."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -99,19 +100,36 @@ def test_a_repeated_search_reads_ids_then_only_the_winners_rows(world):
     for i in range(20):
         lesson(world, f"Unrelated lesson number {i} about the billing export")
     query = "Is the VPN needed for staging?"
-    assert search(world, query)[0] == vpn.pk  # the first search reads the rows and keeps them
+    with CaptureQueriesContext(connection) as first:
+        assert selectors.search_ids(actor=world.as_agent, query=query)[0] == vpn.pk
+    assert any("text_match" in q["sql"] for q in first), [q["sql"][:80] for q in first]
     # As a tool call: the setting row (revision, review policy) rides on the token's actor.
     setting = MemorySetting.objects.get(project=world.project)
     tool_actor = Actor.agent_run(world.run, setting=setting)
     with CaptureQueriesContext(connection) as queries:
-        assert search(world, query, tool_actor)[0] == vpn.pk
-    notes = [q["sql"] for q in queries if ' FROM "project_memory_entry"' in q["sql"]]
-    assert len(notes) == 2, notes  # the candidates with their word matches, the winners
-    column = '"project_memory_entry"."content",'  # the content read as a column, not matched
-    assert [column in sql.split(" FROM ")[0] for sql in notes] == [False, True]
-    assert len(queries) == 2, [q["sql"][:80] for q in queries]
+        ranked = selectors.search_ids(actor=tool_actor, query=query)
+        page = selectors.notes_in_order(ranked[:5])
+    assert ranked[0] == vpn.pk and [n.pk for n in page] == list(ranked[:5])
+    (read,) = [q["sql"] for q in queries]  # the page's rows, by id
+    assert '"content"' in read and '"embedding"' not in read and "text_match" not in read
+    assert page[0].content == VPN and page[0].producer_status == "running"
     again = lesson(world, VPN_AGAIN)  # the revision moves: the new note is a candidate at once
     assert set(search(world, query)[:2]) == {vpn.pk, again.pk}
+
+
+def test_a_ranking_is_kept_only_once_every_candidate_has_its_vector(world):
+    """A note's vector is stored after its write without a new revision (the background
+    thread): a ranking made while one was missing scored that note by words alone, so it is
+    not kept, and the search after the vector lands finds the note by meaning."""
+    from memory_portal.memory.services import vectors
+
+    twilio = lesson(world, TWILIO)
+    lesson(world, VPN)
+    Note.objects.filter(pk=twilio.pk).update(embedding=None, embedding_model="")
+    query = "text messages to German phones vanish"  # no word in common with the note
+    assert search(world, query) == []
+    assert vectors.embed_notes.call([twilio.pk]) == 1  # as the thread stores it: same revision
+    assert search(world, query) == [twilio.pk]
 
 
 def test_the_review_reports_near_duplicates_and_merges_nothing(world, settings):

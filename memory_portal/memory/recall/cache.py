@@ -31,6 +31,12 @@ CACHED_FACTS = 16_000  # rows in the sets kept (each with its float32 vector: 1.
 _FETCH_CHUNK = 1_000  # ids per `pk__in` query (SQLite's bound on parameters)
 
 
+def vector_stored(row: TextRow, provider: str | None) -> bool:
+    """Whether nothing can change `row`'s vector without a new revision: it has its stored
+    vector of the configured provider (or none is configured)."""
+    return provider is None or (row.embedding is not None and row.embedding_model == provider)
+
+
 class FactCache:
     """Fact rows per project, for the newest revision seen of each, and the fact sets last
     scored. A project is known by its id and creation time: a project deleted and another
@@ -81,11 +87,7 @@ class FactCache:
     def _keep(self, rows: dict[str, TextRow], fresh: list[TextRow]) -> bool:
         """Keep the rows `memory_embed` cannot rewrite; False when some could not be kept."""
         provider = configured_name()
-        stable = [
-            r
-            for r in fresh
-            if provider is None or (r.embedding is not None and r.embedding_model == provider)
-        ]
+        stable = [r for r in fresh if vector_stored(r, provider)]
         with self._lock:
             rows.update((r.id, r) for r in stable)
         return len(stable) == len(fresh)

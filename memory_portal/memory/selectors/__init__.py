@@ -67,7 +67,14 @@ from .review import (
     routine_for_agent,
     similar_pairs,
 )
-from .search import SEARCH_RESULTS, SEARCH_SCAN, notes_search
+from .search import (
+    ANSWER_SKIPS,
+    SEARCH_RESULTS,
+    SEARCH_SCAN,
+    notes_in_order,
+    notes_search,
+    search_ids,
+)
 from .structure import (
     agent_day_log,
     agent_in_project,
@@ -99,6 +106,7 @@ from .visibility import (
 from .webhooks import delivery_of, webhook_deliveries, webhook_in_project, webhooks_of
 
 __all__ = [
+    "ANSWER_SKIPS",
     "REACH_WINDOW",
     "Reach",
     "ReadsPage",
@@ -173,7 +181,9 @@ __all__ = [
     "notes_admin",
     "notes_for_actor",
     "notes_rows",
+    "notes_in_order",
     "notes_search",
+    "search_ids",
     "notes_table",
     "notes_table_ids",
     "not_read_q",

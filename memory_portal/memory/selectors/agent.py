@@ -8,12 +8,11 @@ from datetime import datetime
 
 from django.db import connections
 from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
-from django.utils import timezone
 
 from ..access import actor_role, require_member
 from ..actors import Actor
 from ..errors import MemoryPortalError
-from ..lru import Lru
+from ..lru import Kept
 from ..models import (
     Agent,
     Kind,
@@ -28,7 +27,7 @@ from ..models import (
     Trust,
 )
 from .projects import setting_get, setting_now
-from .visibility import AgentView, agent_visible_q, held_q, notes_for_actor
+from .visibility import AgentView, agent_visible_q, held_q, notes_for_actor, view_state
 
 
 def agent_not_found(agent_id: str) -> MemoryPortalError:
@@ -181,53 +180,16 @@ SEEN_FIELDS = ("id", "trust", "place_key", "content_key", "evidence_commit", "ex
 SEEN, OWN, FORGOTTEN_BY_ME = 0, 1, 2
 
 
-class _Kept:
-    """What `_seen` found, kept in the process for the next call that would find the same:
-    keyed by everything it is a function of — the caller's view (project, agent, application,
-    reviewer or not, top-level run, the review policy) and the project's switch, epoch and
-    revision as the call's token check read them. Every change to what an agent can see
-    advances the revision (SPEC §2.2: a write, a review, a veto, a forget, a trust or policy
-    switch, a re-pinned repository), and time changes it only as a note expires, so an answer
-    is kept until the first expiry among the notes it counted. A status at 2,000 notes then
-    costs what one at 10 does until something changes (docs/PERFORMANCE.md)."""
-
-    SIZE = 4096
-
-    def __init__(self) -> None:
-        self._answers: Lru[tuple, tuple[Seen, datetime | None]] = Lru(self.SIZE)
-
-    def get(self, key: tuple) -> Seen | None:
-        kept = self._answers.get(key)
-        if kept is None:
-            return None
-        seen, until = kept
-        if until is not None and timezone.now() >= until:
-            self._answers.pop(key)
-            return None
-        return seen
-
-    def put(self, key: tuple, seen: Seen, until: datetime | None) -> None:
-        self._answers.put(key, (seen, until))
-
-    def clear(self) -> None:
-        self._answers.clear()
-
-
-kept_seen = _Kept()
+kept_seen: Kept[tuple, Seen] = Kept(4096)  # a status found once per revision (lru.Kept)
 
 
 def _seen(*, actor: Actor, setting: MemorySetting | None = None) -> Seen:
-    """The caller's note count and fingerprint (`_Kept`: found once per revision)."""
+    """The caller's note count and fingerprint, found once per revision (`kept_seen`): a
+    status at 2,000 notes then costs what one at 10 does until something changes
+    (docs/PERFORMANCE.md)."""
     run = actor.run
     setting = setting or setting_get(project=run.project)
-    view = AgentView.of_run(run, setting=setting)
-    key = (
-        connections[Note.objects.db].alias,
-        view,
-        setting.enabled,
-        setting.revocation_epoch,
-        setting.revision,
-    )
+    key = view_state(AgentView.of_run(run, setting=setting), setting, Note.objects.db)
     seen = kept_seen.get(key)
     if seen is None:
         seen, until = _seen_now(actor=actor, setting=setting)

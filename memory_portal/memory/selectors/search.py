@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import date
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import (
     BooleanField,
     ExpressionWrapper,
@@ -21,14 +23,16 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Concat
 
+from .. import fastsql
 from ..actors import Actor
-from ..embeddings import embedding_settings
-from ..models import Note, Project
-from ..recall.cache import fact_cache
+from ..embeddings import configured_name, embedding_settings
+from ..lru import Kept
+from ..models import Note, Project, Repository, Run
+from ..recall.cache import fact_cache, vector_stored
 from ..recall.hybrid import Facts, TextRow, hybrid_scores
 from ..validation import reject_unstorable
 from .projects import setting_now
-from .visibility import notes_for_actor
+from .visibility import AgentView, notes_for_actor, view_state
 
 
 def notes_search(
@@ -46,9 +50,16 @@ def notes_search(
     the generated `search_vector` column (GIN index), best rank first; SQLite: every word must occur
     in content or summary, newest first. With meaning, the full-text matches and the notes whose
     stored vector is close to the query (hybrid score ≥ the recall threshold) are ranked by the
-    hybrid score recall uses, best first."""
+    hybrid score recall uses, best first. An agent's search is its ranking (`search_ids`)."""
+    if actor.is_agent:
+        ranked = search_ids(actor=actor, query=query, kind=kind, target=target, day=day, tag=tag)
+        return _in_order(Note.objects.filter(pk__in=ranked), ranked)
     reject_unstorable("query", query)
-    qs = notes_for_actor(actor=actor, project=project)
+    qs = _filtered(notes_for_actor(actor=actor, project=project), kind, target, day, tag)
+    return ranked_by_query(qs, query, project=project, actor=actor)
+
+
+def _filtered(qs: QuerySet[Note], kind, target, day, tag) -> QuerySet[Note]:
     if kind:
         qs = qs.filter(kind=kind)
     if target:
@@ -57,8 +68,55 @@ def notes_search(
         qs = qs.filter(day=day)
     if tag:
         qs = qs.tagged(tag)
-    project = project or (actor.run.project if actor.is_agent else None)
-    return ranked_by_query(qs, query, project=project, actor=actor)
+    return qs
+
+
+# An agent's ranking of a query, by everything it is a function of (lru.Kept): a repeated
+# search reads only its page until something the agent sees changes. At most 1,024 rankings of
+# up to SEARCH_RESULTS ids (whose strings the fact cache's rows mostly hold already).
+kept_rankings: Kept[tuple, tuple[str, ...]] = Kept(1024)
+
+
+def search_ids(
+    *,
+    actor: Actor,
+    query: str,
+    kind: str | None = None,
+    target: str | None = None,
+    day: date | None = None,
+    tag: str | None = None,
+) -> tuple[str, ...]:
+    """The ids of the notes an agent's search finds, best first (`notes_search`), read
+    through the visibility rule and kept under the agent's `view_state`, the filters and the
+    query (`kept_rankings`) when nothing in the ranking can change without a new revision:
+    by words alone always; by meaning when every candidate has its stored vector of the
+    configured provider and the query was scored by it; and at most SEARCH_RESULTS ids (a
+    search by words alone lists every match). The rows of a page are then read by id
+    (`notes_in_order`)."""
+    reject_unstorable("query", query)
+    project = actor.run.project
+    setting = setting_now(actor=actor, project=project)
+    view = AgentView.of_run(actor.run, setting=setting)
+    by_meaning = _by_meaning(query)
+    key = (
+        *view_state(view, setting, Note.objects.db),
+        (kind, target, day, tag),
+        query,
+        configured_name() if by_meaning else None,
+        _threshold() if by_meaning else None,
+    )
+    ranked = kept_rankings.get(key)
+    if ranked is None:
+        qs = _filtered(notes_for_actor(actor=actor), kind, target, day, tag)
+        if by_meaning:
+            ranking = _ranking(qs, query, project=project, actor=actor)
+        else:
+            found = list(_full_text(qs, query).values_list("id", "expires_at")[:SEARCH_SCAN])
+            ranking = Ranking(tuple(i for i, _ in found), _first(at for _, at in found), True)
+        if ranking.stable and len(ranking.ids) <= SEARCH_RESULTS:  # words alone may match more
+            kept_rankings.put(key, ranking.ids, ranking.until)
+        ranked = ranking.ids
+    return ranked
 
 
 def ranked_by_query(
@@ -68,10 +126,14 @@ def ranked_by_query(
     admin API's `q`, and the dashboard's search box. With meaning on (and no operator in the
     query), the notes the words match and those close in meaning, by the hybrid score recall
     uses; otherwise the words' full-text matches, best first."""
-    text_qs = _full_text(qs, query)
-    if not embedding_settings()["enabled"] or _uses_operators(query):
-        return text_qs
-    return _hybrid_ranked(qs, text_qs, query, project=project, actor=actor)
+    if not _by_meaning(query):
+        return _full_text(qs, query)
+    ranked = _ranking(qs, query, project=project, actor=actor).ids
+    return _in_order(qs.filter(pk__in=ranked), ranked)
+
+
+def _by_meaning(query: str) -> bool:
+    return embedding_settings()["enabled"] and not _uses_operators(query)
 
 
 def _uses_operators(query: str) -> bool:
@@ -81,42 +143,99 @@ def _uses_operators(query: str) -> bool:
     return '"' in query or "OR" in words or any(w.startswith("-") for w in words)
 
 
+def _threshold() -> float:
+    return settings.MEMORY_PORTAL.get("RECALL_THRESHOLD", 0.5)
+
+
+def _first(times) -> datetime | None:
+    return min((at for at in times if at is not None), default=None)
+
+
+def _in_order(qs: QuerySet[Note], ranked: tuple[str, ...]) -> QuerySet[Note]:
+    if not ranked:
+        return qs.none()
+    return qs.order_by(_place_in(list(ranked)).asc())
+
+
 SEARCH_SCAN = 5_000  # the newest notes a search compares by meaning (a project holds 2,000)
-SEARCH_RESULTS = 200  # a hybrid search ranks at most this many notes
+SEARCH_RESULTS = 200  # a hybrid search ranks at most this many notes; a longer ranking is not kept
 
 
-def _hybrid_ranked(
-    qs: QuerySet[Note], text_qs: QuerySet[Note], query: str, *, project, actor: Actor | None
-) -> QuerySet[Note]:
+@dataclass(frozen=True)
+class Ranking:
+    ids: tuple[str, ...]  # best first
+    until: datetime | None  # the first expiry among them: the ranking holds until then
+    stable: bool  # nothing in it can change without a new revision (it may be kept)
+
+
+def _ranking(qs: QuerySet[Note], query: str, *, project, actor: Actor | None) -> Ranking:
     """The full-text matches and the meaning matches of `qs`, ranked by the hybrid score
     (lexical and semantic, the recall scorer; notes without a stored vector by words alone),
-    then newest first. One query embedding (cached), one matrix product over stored vectors.
+    then newest first.
 
     Ids first, then the winners' rows: one query reads the candidates' ids (the newest
     SEARCH_SCAN, more than a project may store) with whether each matches the words; their
     rows — with the terms' scorer and the decoded vectors — come from the revision-keyed cache
-    recall uses (recall/cache.py); and only the notes that win are read whole, as the page's
-    query."""
+    recall uses (recall/cache.py); and only the notes that win are read whole, by the page."""
     newest = qs.order_by("-created_at", "-id")
-    pairs = list(
-        newest.annotate(text_match=_text_match(query)).values_list("id", "text_match")[:SEARCH_SCAN]
+    found = list(
+        newest.annotate(text_match=_text_match(query)).values_list(
+            "id", "text_match", "expires_at"
+        )[:SEARCH_SCAN]
     )
-    if not pairs:
-        return text_qs
-    text_ids = {i for i, matched in pairs if matched}
-    rows = _candidates(newest, tuple(i for i, _ in pairs), project, actor)
-    scores = hybrid_scores(query, rows, stored_only=True).scores
-    threshold = settings.MEMORY_PORTAL.get("RECALL_THRESHOLD", 0.5)
+    if not found:
+        return Ranking((), None, True)
+    text_ids = {i for i, matched, _ in found if matched}
+    rows = _candidates(newest, tuple(i for i, _, _ in found), project, actor)
+    scored = hybrid_scores(query, rows, stored_only=True)
+    threshold = _threshold()
     kept = [
         (score, row)
-        for row, score in zip(rows, scores, strict=True)
+        for row, score in zip(rows, scored.scores, strict=True)
         if row.id in text_ids or score >= threshold
     ]
     kept.sort(key=lambda p: (-p[0], p[1].id not in text_ids, -p[1].created_at.timestamp()))
-    ranked = [row.id for _, row in kept[:SEARCH_RESULTS]]
-    if not ranked:
-        return qs.none()
-    return qs.filter(pk__in=ranked).order_by(_place_in(ranked).asc())
+    ids = tuple(row.id for _, row in kept[:SEARCH_RESULTS])
+    expiry = {i: at for i, _, at in found}
+    provider = configured_name()
+    stable = (
+        scored.fallback is None
+        and scored.provider is not None
+        and len(rows) == len(found)
+        and all(vector_stored(row, provider) for row in rows)
+    )
+    return Ranking(ids, _first(expiry[i] for i in ids), stable)
+
+
+# What an agent's answer never shows, and costs the most to read: the note's stored vector,
+# and its origin run's task vector and description (the answer shows the run's status).
+ANSWER_SKIPS = {Note: ("embedding",), Run: ("task_embedding", "task_description")}
+_PAGE_TABLES = (
+    fastsql.Joined(Note, "e", skip=ANSWER_SKIPS[Note]),
+    fastsql.Joined(Run, "r", "r.id = e.origin_run_id", skip=ANSWER_SKIPS[Run]),
+    fastsql.Joined(Repository, "g", "g.id = e.evidence_repository_id"),
+)
+
+
+def notes_in_order(ids: Sequence[str]) -> list[Note]:
+    """The notes `ids` — a page of `search_ids`, read through the visibility rule — in that
+    order, each with its origin run and evidence repository, as an agent's answer shows them
+    (without `ANSWER_SKIPS`):
+    one statement built once and prepared on the connection (fastsql), where the ORM's
+    compile of the same read cost more than the rest of a repeated search. A note deleted
+    since is left out."""
+    if not ids:
+        return []
+    if connections[Note.objects.db].vendor == "postgresql":
+        where, params = "e.id = ANY(%s)", [list(ids)]
+    else:
+        where, params = f"e.id IN ({', '.join(['%s'] * len(ids))})", list(ids)
+    found = {}
+    for note, run, repository in fastsql.select_joined_rows(_PAGE_TABLES, where, params):
+        Note.origin_run.field.set_cached_value(note, run)
+        Note.evidence_repository.field.set_cached_value(note, repository)
+        found[note.pk] = note
+    return [found[i] for i in ids if i in found]
 
 
 def _candidates(

@@ -76,6 +76,13 @@ class AgentView:
         )
 
 
+def view_state(view: AgentView, setting: MemorySetting, db: str) -> tuple:
+    """Everything what `view` sees on the database `db` is a function of, but the clock: the
+    view, and the project's switch, revocation epoch and memory revision as `setting` (the
+    call's token check) read them. What is read through a view is kept under it (lru.Kept)."""
+    return (db, view, setting.enabled, setting.revocation_epoch, setting.revision)
+
+
 def _holds(project_id: int, setting: MemorySetting | None) -> bool:
     if setting is None or setting.project_id != project_id:
         policy = (

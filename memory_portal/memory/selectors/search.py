@@ -92,7 +92,8 @@ def search_ids(
     by words alone always; by meaning when every candidate has its stored vector of the
     configured provider and the query was scored by it; and at most SEARCH_RESULTS ids (a
     search by words alone lists every match). The rows of a page are then read by id
-    (`notes_in_order`)."""
+    (`notes_in_order`): a search answers what the agent saw at its token check's revision, as
+    its status does."""
     reject_unstorable("query", query)
     project = actor.run.project
     setting = setting_now(actor=actor, project=project)
@@ -220,10 +221,9 @@ _PAGE_TABLES = (
 def notes_in_order(ids: Sequence[str]) -> list[Note]:
     """The notes `ids` — a page of `search_ids`, read through the visibility rule — in that
     order, each with its origin run and evidence repository, as an agent's answer shows them
-    (without `ANSWER_SKIPS`):
-    one statement built once and prepared on the connection (fastsql), where the ORM's
-    compile of the same read cost more than the rest of a repeated search. A note deleted
-    since is left out."""
+    (without `ANSWER_SKIPS`): one statement built once and prepared on the connection
+    (fastsql), where the ORM's compile of the same read cost more than the rest of a repeated
+    search. A note deleted since is left out."""
     if not ids:
         return []
     if connections[Note.objects.db].vendor == "postgresql":

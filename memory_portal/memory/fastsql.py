@@ -142,7 +142,7 @@ def insert_pair(first: models.Model, second: models.Model) -> None:
     _saved(second, db)
 
 
-_ROWS: dict[tuple, tuple[str, list]] = {}
+_ROWS: dict[tuple, tuple[str, list, list[str] | None]] = {}
 
 
 def _row_plan(

@@ -53,7 +53,7 @@ def notes_search(
     hybrid score recall uses, best first. An agent's search is its ranking (`search_ids`)."""
     if actor.is_agent:
         ranked = search_ids(actor=actor, query=query, kind=kind, target=target, day=day, tag=tag)
-        return _in_order(Note.objects.filter(pk__in=ranked), ranked)
+        return _in_order(Note.objects.all(), ranked)
     reject_unstorable("query", query)
     qs = _filtered(notes_for_actor(actor=actor, project=project), kind, target, day, tag)
     return ranked_by_query(qs, query, project=project, actor=actor)
@@ -130,7 +130,7 @@ def ranked_by_query(
     if not _by_meaning(query):
         return _full_text(qs, query)
     ranked = _ranking(qs, query, project=project, actor=actor).ids
-    return _in_order(qs.filter(pk__in=ranked), ranked)
+    return _in_order(qs, ranked)
 
 
 def _by_meaning(query: str) -> bool:
@@ -153,9 +153,10 @@ def _first(times) -> datetime | None:
 
 
 def _in_order(qs: QuerySet[Note], ranked: tuple[str, ...]) -> QuerySet[Note]:
+    """The notes of `qs` among `ranked`, in its order."""
     if not ranked:
         return qs.none()
-    return qs.order_by(_place_in(list(ranked)).asc())
+    return qs.filter(pk__in=ranked).order_by(_place_in(list(ranked)).asc())
 
 
 SEARCH_SCAN = 5_000  # the newest notes a search compares by meaning (a project holds 2,000)

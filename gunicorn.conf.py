@@ -4,6 +4,7 @@ project's lock holds one thread for at most MEMORY_PORTAL_LOCK_WAIT_MS (2 s by d
 the other threads of every worker keep serving other projects. Every value can be set from the
 environment."""
 
+import gc
 import multiprocessing
 import os
 import shutil
@@ -81,9 +82,16 @@ def post_worker_init(worker):
     and the thread that stores written notes' vectors started, sweeping up any a killed
     worker left without one (memory_portal/memory/services/vectors.py). A worker that
     replaces a crashed one would otherwise pay for these inside the first writes and recalls
-    it serves. (The URLconf is imported by memory_portal/wsgi.py, for any WSGI server.)"""
+    it serves. (The URLconf is imported by memory_portal/wsgi.py, for any WSGI server.)
+
+    Then what the worker has loaded by now, which lives as long as it does (Django, the
+    URLconf, the API, the rules, the model's tokenizer: some 200,000 objects), is frozen out of
+    the cyclic garbage collector's reach: a full collection inside a request would otherwise
+    walk all of it (docs/PERFORMANCE.md, "Decisions, and why")."""
     from memory_portal.memory import secrets
     from memory_portal.memory.services.vectors import start_in_server
 
     secrets.load()
     start_in_server()
+    gc.collect()  # garbage of the start-up is freed, not frozen
+    gc.freeze()

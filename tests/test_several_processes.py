@@ -5,6 +5,7 @@ product's bounds and keepalives, set by a statement (a pooler drops startup opti
 
 from __future__ import annotations
 
+import gc
 import runpy
 
 import pytest
@@ -22,6 +23,25 @@ def test_gunicorn_runs_one_worker_on_sqlite_whatever_web_concurrency_says(monkey
     assert runpy.run_path(CONF)["workers"] == 1
     monkeypatch.setenv("DATABASE_URL", "postgres://db.internal/memory_portal")
     assert runpy.run_path(CONF)["workers"] == 4
+
+
+def test_a_worker_freezes_what_it_loaded_before_its_first_request(monkeypatch):
+    """The rules and the model are loaded (here: their loaders called), then everything alive
+    is moved out of the collector's generations, so no request pays a full collection of it."""
+    from memory_portal.memory import secrets
+    from memory_portal.memory.services import vectors
+
+    loaded = []
+    monkeypatch.setattr(secrets, "load", lambda: loaded.append("rules"))
+    monkeypatch.setattr(vectors, "start_in_server", lambda: loaded.append("model"))
+    gc.unfreeze()
+    try:
+        runpy.run_path(CONF)["post_worker_init"](worker=None)
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+    assert loaded == ["rules", "model"]
+    assert frozen > 10_000  # Django and the product's modules, at the least
 
 
 def test_check_deploy_warns_of_several_processes_on_sqlite(monkeypatch):

@@ -1,6 +1,7 @@
 """`memory_bench_floor`: a tiny run through the production server and the django-ninja
-hello-world beside it prints every call kind with its p50, p95 and ratio to the floor, the load
-and the targets' verdicts; nothing is left behind. On SQLite it refuses to run."""
+hello-world beside it (with its durable write) prints every call kind with its p50, p95 and
+ratio to the floor, the load and the targets' verdicts; nothing is left behind, the durable
+write's tables included. On SQLite it refuses to run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from bench.floor_tables import ROWS, TOKENS
 from memory_portal.memory.models import Note, Project
 from tests.bench import command
 
@@ -23,10 +25,11 @@ def test_floor_bench_times_the_hot_path_beside_a_hello_world():
     rows = {
         line[:30].strip(): line[30:].split()
         for line in text.splitlines()
-        if line.startswith(("hello-world", "memory_"))
+        if line.startswith(("hello-world", "a durable", "memory_"))
     }
     kinds = [
         "hello-world (the floor)",
+        "a durable write's floor",
         "memory_write",
         "memory_status, 10 facts",
         "memory_status, 20 facts",
@@ -40,8 +43,12 @@ def test_floor_bench_times_the_hot_path_beside_a_hello_world():
     assert rows["hello-world (the floor)"][2] == "1.00×", text
     assert "load average" in text.splitlines()[0], text
     assert "memory_status 20 ÷ 10 facts:" in text and "targets met:" in text, text
+    assert "memory_write ÷ a durable write's floor:" in text, text
     assert not Project.objects.filter(slug__startswith="bench-floor-").exists()
     assert not Note.objects.exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s), to_regclass(%s)", [TOKENS, ROWS])
+        assert cursor.fetchone() == (None, None)
 
 
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="the SQLite refusal")

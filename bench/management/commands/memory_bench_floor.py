@@ -4,18 +4,21 @@ same gunicorn settings (bench/floor.py, bench/gunicorn_floor.py) run side by sid
 ports; one client, a keep-alive connection to each, sends in turn, --calls times:
 
 - `hello`: the hello-world's POST /hello (a JSON body in, a JSON answer out);
+- `floor write`: the floor's POST /write, a durable write's floor: a bearer token looked up
+  by its hash and one row inserted and committed (bench/floor.py), two round trips;
 - `write`: `memory_write` of a new fact into a project of its own (a new run every 100 writes,
   below the 128 notes a run may add);
 - `status 10` and `status N`: `memory_status` in a project of 10 facts and in one of --notes
   (2,000: the cap) — the retry fingerprint's cost as the project grows; `status N first`: a
   new run's first status in the big one, which finds nothing kept (as after any change to the
-  project: selectors/agent.py `_Kept`) and reads what the run sees;
+  project: memory/lru.py `Kept`) and reads what the run sees;
 - `search N`: `memory_search` in the big project with one repeated query (its vector cached,
   as an agent's repeated search has it), answering a page of five.
 
-Reported per call kind: p50 and p95 in ms and p50 ÷ the hello-world's p50; the machine's load
-average before and after; the targets (docs/PERFORMANCE.md, "The hot path against the floor").
-The projects are deleted at the end unless --keep. The facts of the big project are filled with
+Reported per call kind: p50 and p95 in ms and p50 ÷ the hello-world's p50, and the write's p50
+÷ the durable write's floor; the machine's load average before and after; the targets
+(docs/PERFORMANCE.md, "The hot path against the floor"). The projects are deleted at the end
+unless --keep, the durable write's tables always. The facts of the big project are filled with
 their stored vectors (bench/util.py `fill_facts`), the write service's protocol left aside,
 and the notes' table is analysed after, as autovacuum would soon after such an insert.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import secrets
 import statistics
 import time
 import uuid
@@ -32,6 +36,7 @@ import uuid
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
+from bench import floor_tables
 from bench import server as benchserver
 from bench.recall_eval import load_dataset
 from bench.util import fill_facts
@@ -119,6 +124,17 @@ class Command(BaseCommand):
 
     # --- the interleaved calls --------------------------------------------------------------
     def _bench(self, calls: int, notes: int) -> None:
+        floor_token = secrets.token_urlsafe(32)
+        with connection.cursor() as cursor:
+            floor_tables.drop_tables(cursor)  # a run killed before its end left them
+            floor_tables.create_tables(cursor, floor_token)
+        try:
+            self._served(calls, notes, floor_token)
+        finally:
+            with connection.cursor() as cursor:
+                floor_tables.drop_tables(cursor)
+
+    def _served(self, calls: int, notes: int, floor_token: str) -> None:
         load_before = os.getloadavg()
         with (
             benchserver.gunicorn(["-c", "gunicorn.conf.py"]) as product,
@@ -127,6 +143,7 @@ class Command(BaseCommand):
             ) as floor,
         ):
             hello = Client(floor.port)
+            floor_write = Client(floor.port, floor_token)
             clients: dict[str, Client] = {}
             made: dict[str, int] = {}
 
@@ -145,6 +162,9 @@ class Command(BaseCommand):
                 n += 1
                 return {
                     "hello": hello.post("/hello", {"message": f"agent {n}"}),
+                    "floor write": floor_write.post(
+                        "/write", {"content": f"Floor bench fact {n}: step {n} passed."}
+                    ),
                     "write": client("write", "write", WRITES_PER_RUN).post(
                         "/api/tools/memory_write",
                         {"kind": "fact", "content": f"Floor bench fact {n}: step {n} passed."},
@@ -180,6 +200,7 @@ class Command(BaseCommand):
         floor = statistics.median(times["hello"])
         labels = {
             "hello": "hello-world (the floor)",
+            "floor write": "a durable write's floor",
             "write": "memory_write",
             "status small": "memory_status, 10 facts",
             "status big": f"memory_status, {notes:,} facts",
@@ -204,6 +225,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{label:<30} {p50:>8.2f} {p(times[kind], 95):>8.2f} {ratio:>7.2f}×  {said}"
             )
+        beyond = statistics.median(times["write"]) / statistics.median(times["floor write"])
+        self.stdout.write(f"memory_write ÷ a durable write's floor: {beyond:.2f}×")
         growth = statistics.median(times["status big"]) / statistics.median(times["status small"])
         met = growth <= STATUS_GROWTH
         verdicts.append(met)

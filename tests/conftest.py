@@ -66,12 +66,13 @@ def _vectors_settled():
 @pytest.fixture(autouse=True)
 def _webhook_passes_by_hand():
     """Tests run webhook delivery passes themselves (services.deliver_due); the background
-    thread a commit would wake stays asleep (tests/memory/test_webhooks.py wakes it once)."""
+    thread a commit would wake is not started, and one a test woke ends
+    (tests/memory/test_webhooks.py wakes it)."""
     from memory_portal.memory.services import deliveries
 
-    deliveries.background.paused = True
+    deliveries.background.pause()
     yield
-    deliveries.background.paused = True
+    deliveries.background.pause()
 
 
 @pytest.fixture(autouse=True)

@@ -284,7 +284,7 @@ def test_bench_outbox_times_writes_with_and_without_endpoints_and_delivers_them_
             command("memory_bench_outbox"), "--writes", "5", "--rounds", "2", stdout=out
         )
     finally:
-        deliveries.background.paused = True
+        deliveries.background.pause()
     text = out.getvalue()
     for side in ("none", "three ", "three, sending alongside"):
         assert any(line.startswith(side) and "×" in line for line in text.splitlines()), text

@@ -247,6 +247,24 @@ def test_at_most_twenty_endpoints_a_project(world, receiver):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_paused_delivery_thread_ends_instead_of_polling_again():
+    """The suite pauses the delivery thread after a test wakes it: it ends rather than poll
+    every 30 s into whatever database the next test has."""
+    import time
+
+    from memory_portal.memory.services import deliveries
+
+    deliveries.background.paused = False
+    deliveries.background.kick()
+    assert deliveries.background.running()
+    deliveries.background.pause()
+    deadline = time.monotonic() + 5
+    while deliveries.background.running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not deliveries.background.running()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_commit_wakes_the_background_thread_which_delivers_1000_events_in_time(
     world, receiver, settings
 ):
@@ -275,7 +293,7 @@ def test_a_commit_wakes_the_background_thread_which_delivers_1000_events_in_time
     while len(receiver.requests) < 1000 and time.monotonic() - started < 60:
         time.sleep(0.1)
     took = time.monotonic() - started
-    deliveries.background.paused = True
+    deliveries.background.pause()
     assert len(receiver.requests) == 1000, (len(receiver.requests), took)
     numbers = sorted(p["data"]["number"] for p in receiver.bodies())
     assert numbers == list(range(1, 1001))

@@ -195,7 +195,8 @@ def webhooks_deliver() -> None:
 
 class BackgroundDeliveries:
     """One daemon thread per process (MEMORY_PORTAL_TASKS=immediate): a pass when woken,
-    and every POLL_SECONDS for the retries that came due."""
+    and every POLL_SECONDS for the retries that came due. Paused (`pause`), it is not started,
+    and a running one ends instead of making another pass."""
 
     def __init__(self) -> None:
         self._wake = threading.Event()
@@ -205,6 +206,14 @@ class BackgroundDeliveries:
         # The test suite runs its passes by hand: a thread of its own would reach into the
         # next test's database.
         self.paused = False
+
+    def pause(self) -> None:
+        self.paused = True
+        self._wake.set()  # a thread waiting out its poll ends now
+
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
     def kick(self) -> None:
         if self.paused:
@@ -222,6 +231,8 @@ class BackgroundDeliveries:
         while True:
             self._wake.wait(POLL_SECONDS)
             self._wake.clear()
+            if self.paused:
+                return
             try:
                 close_old_connections()
                 deliver_due()

@@ -60,6 +60,12 @@ class Lru[K: Hashable, V]:
             self._data.clear()
 
 
+def first_expiry(times: Iterable[datetime | None]) -> datetime | None:
+    """The `until` of a value read from notes with these expiries: the first of them (None:
+    none expires)."""
+    return min((at for at in times if at is not None), default=None)
+
+
 class Kept[K: Hashable, V]:
     """What a read of an agent's view found, kept for the next read that would find the same:
     keyed by everything the read is a function of (`visibility.view_state`: the caller's view

@@ -12,7 +12,7 @@ from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
 from ..access import actor_role, require_member
 from ..actors import Actor
 from ..errors import MemoryPortalError
-from ..lru import Kept
+from ..lru import Kept, first_expiry
 from ..models import (
     Agent,
     Kind,
@@ -252,8 +252,7 @@ def _seen_now(*, actor: Actor, setting: MemorySetting) -> tuple[Seen, datetime |
         digest.update("|".join("" if v is None else str(v) for v in row).encode())
         digest.update(b"\n")
     counted_rows = [row for row in rows if row[-1] != FORGOTTEN_BY_ME]
-    expiring = [row[SEEN_FIELDS.index("expires_at")] for row in counted_rows]
-    until = min((at for at in expiring if at is not None), default=None)
+    until = first_expiry(row[SEEN_FIELDS.index("expires_at")] for row in counted_rows)
     return Seen(len(counted_rows), digest.hexdigest()[:32]), until
 
 

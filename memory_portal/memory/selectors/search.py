@@ -26,7 +26,7 @@ from django.db.models.functions import Cast, Concat
 from .. import fastsql
 from ..actors import Actor
 from ..embeddings import configured_name, embedding_settings
-from ..lru import Kept
+from ..lru import Kept, first_expiry
 from ..models import Note, Project, Repository, Run
 from ..recall.cache import fact_cache, vector_stored
 from ..recall.hybrid import Facts, TextRow, hybrid_scores
@@ -113,7 +113,7 @@ def search_ids(
             ranking = _ranking(qs, query, project=project, actor=actor)
         else:
             found = list(_full_text(qs, query).values_list("id", "expires_at")[:SEARCH_SCAN])
-            ranking = Ranking(tuple(i for i, _ in found), _first(at for _, at in found), True)
+            ranking = Ranking(tuple(i for i, _ in found), first_expiry(at for _, at in found), True)
         if ranking.stable and len(ranking.ids) <= SEARCH_RESULTS:  # words alone may match more
             kept_rankings.put(key, ranking.ids, ranking.until)
         ranked = ranking.ids
@@ -146,10 +146,6 @@ def _uses_operators(query: str) -> bool:
 
 def _threshold() -> float:
     return settings.MEMORY_PORTAL.get("RECALL_THRESHOLD", 0.5)
-
-
-def _first(times) -> datetime | None:
-    return min((at for at in times if at is not None), default=None)
 
 
 def _in_order(qs: QuerySet[Note], ranked: tuple[str, ...]) -> QuerySet[Note]:
@@ -206,7 +202,7 @@ def _ranking(qs: QuerySet[Note], query: str, *, project, actor: Actor | None) ->
         and len(rows) == len(found)
         and all(vector_stored(row, provider) for row in rows)
     )
-    return Ranking(ids, _first(expiry[i] for i in ids), stable)
+    return Ranking(ids, first_expiry(expiry[i] for i in ids), stable)
 
 
 # What an agent's answer never shows, and costs the most to read: the note's stored vector,
